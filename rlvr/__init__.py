@@ -1,0 +1,4 @@
+"""rlvr: reinforcement learning from verifiable rewards."""
+
+__version__ = "0.1.0"
+__all__ = ["__version__"]

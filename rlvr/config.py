@@ -1,0 +1,207 @@
+"""The run configuration: a typed tree validated once at load, frozen after.
+
+A run is fully described by one YAML file (``config.yaml`` in the run directory is the resolved config
+and reproduces the run). Command-line overrides use dotted paths: ``--set algorithm.objective.clip_high=0.28``.
+Registered components are written ``{name: ..., <params>}`` and their params are validated against the
+component's own model, so a typo or bad value fails at load, naming the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError,
+                      WithJsonSchema, model_validator)
+
+import rlvr.algorithms  # noqa: F401  (registers components)
+import rlvr.rollout  # noqa: F401
+import rlvr.tasks  # noqa: F401
+from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES
+from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
+from rlvr.models.loading import ModelConfig
+from rlvr.registry import Params, Registry, RegistryError
+from rlvr.rollout.base import ENGINES
+from rlvr.tasks.base import TASKS
+
+__all__ = ["Component", "RunConfig", "ConfigError", "load_config", "apply_overrides", "dump_config"]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Component(BaseModel):
+    """A registered component chosen by name, with its validated parameters."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    name: str
+    params: Params
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **self.params.model_dump(mode="json")}
+
+
+def _component(registry: Registry, default: str) -> Any:
+    """A config field holding a ``registry`` component; a mapping without ``name`` means ``default``."""
+
+    def validate(v: Any) -> Component:
+        if isinstance(v, Component):
+            return v
+        if isinstance(v, str):
+            v = {"name": v}
+        if isinstance(v, dict) and "name" not in v:
+            v = {"name": default, **v}
+        if not isinstance(v, dict):
+            raise ValueError(f"expected a mapping with a 'name' (one of: {', '.join(registry.names())})")
+        raw = dict(v)
+        name = raw.pop("name")
+        try:
+            entry = registry.get(str(name))
+        except RegistryError as e:
+            raise ValueError(str(e)) from None
+        try:
+            params = entry.params.model_validate(raw)
+        except ValidationError as e:
+            raise ValueError(format_params_error(f"{registry.kind} {name!r}", entry.params, e)) from None
+        return Component(name=str(name), params=params)
+
+    return Annotated[Component, PlainValidator(validate), PlainSerializer(lambda c: c.to_dict()),
+                     WithJsonSchema({"type": "object"})]
+
+
+def _named(registry: Registry) -> Any:
+    def validate(v: Any) -> str:
+        if not isinstance(v, str) or v not in registry:
+            raise ValueError(f"unknown {registry.kind} {v!r}; valid names: {', '.join(registry.names())}")
+        return v
+
+    return Annotated[str, PlainValidator(validate), WithJsonSchema({"type": "string"})]
+
+
+class RolloutConfig(Section):
+    engine: _named(ENGINES) = Field("hf", description="rollout engine")
+    prompts_per_step: int = Field(16, gt=0, description="prompts (groups) sampled per training step")
+    group_size: int = Field(8, gt=0, description="completions sampled per prompt")
+    temperature: float = Field(1.0, gt=0.0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    max_new_tokens: int = Field(8, gt=0, description="completion length limit (tokens)")
+    batch_size: int = Field(256, gt=0, description="sequences per generate call")
+
+
+class KLConfig(Section):
+    estimator: _named(KL_ESTIMATORS) = Field("k3", description="KL estimator against the frozen reference")
+    coef: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model")
+
+
+class AlgorithmConfig(Section):
+    advantage: _component(ADVANTAGES, "grpo") = Field({"name": "grpo"}, validate_default=True,
+                                              description="advantage estimator")
+    objective: _component(OBJECTIVES, "ppo_clip") = Field({"name": "ppo_clip"}, validate_default=True,
+                                              description="per-token policy objective")
+    aggregation: _component(AGGREGATIONS, "token_mean") = Field({"name": "token_mean"}, validate_default=True,
+                                                  description="per-token loss -> scalar")
+    kl: KLConfig = Field(default_factory=KLConfig)
+    epochs: int = Field(1, gt=0, description="update passes over each rollout batch (mu)")
+    minibatches: int = Field(1, gt=0, description="optimizer steps per pass; the batch splits evenly")
+
+
+class OptimConfig(Section):
+    lr: float = Field(2e-4, gt=0.0, description="peak learning rate")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
+    warmup_steps: int = Field(0, ge=0, description="linear warm-up optimizer steps")
+    schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="decay after warm-up")
+    max_grad_norm: float | None = Field(1.0, gt=0.0, description="gradient clipping norm (null: off)")
+
+
+class TrainConfig(Section):
+    steps: int = Field(120, ge=0, description="RL steps (each: rollout, score, update)")
+    micro_batch_size: int = Field(64, gt=0, description="completions per forward/backward")
+    eval_every: int = Field(0, ge=0, description="held-out eval every K steps (0: only before and after)")
+    checkpoint_every: int = Field(50, ge=0, description="checkpoint every K steps (0: only at the end)")
+    keep_checkpoints: int = Field(2, gt=0, description="most recent checkpoints kept")
+
+
+class SFTConfig(Section):
+    steps: int = Field(300, ge=0, description="supervised warm-up steps before RL (0: none)")
+    batch_size: int = Field(64, gt=0, description="examples per SFT step")
+    lr: float = Field(3e-3, gt=0.0, description="SFT peak learning rate (cosine decay)")
+    warmup_steps: int = Field(20, ge=0, description="SFT linear warm-up steps")
+
+
+class EvalConfig(Section):
+    split: str = Field("eval", description="task split to evaluate on")
+    num_examples: int | None = Field(None, gt=0, description="evaluate on the first K examples (null: all)")
+    temperature: float = Field(0.0, ge=0.0, description="0 is greedy decoding")
+    samples: int = Field(1, gt=0, description="samples per prompt")
+    batch_size: int = Field(512, gt=0, description="sequences per generate call")
+
+
+class RunConfig(Section):
+    seed: int = Field(0, description="one seed fixes init, data order and sampling")
+    out: str | None = Field(None, description="run directory (default: runs/<time>)")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where to train")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    task: _component(TASKS, "arithmetic") = Field({"name": "arithmetic"}, validate_default=True, description="task")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> "RunConfig":
+        n = self.rollout.prompts_per_step * self.rollout.group_size
+        if n % self.algorithm.minibatches:
+            raise ValueError(
+                f"algorithm.minibatches={self.algorithm.minibatches} must divide the completions per step "
+                f"(rollout.prompts_per_step x rollout.group_size = {n})")
+        return self
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping."""
+    raw = yaml.safe_load(yaml.safe_dump(raw)) or {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError([f"--set {item!r}: expected KEY=VALUE, e.g. algorithm.objective.clip_high=0.28"])
+        parts = key.strip().split(".")
+        node = raw
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if isinstance(nxt, str):  # a component given by name only: {name: nxt}
+                nxt = {"name": nxt}
+            node[part] = nxt if isinstance(nxt, dict) else {}
+            node = node[part]
+        node[parts[-1]] = yaml.safe_load(value)
+    return raw
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                base: dict[str, Any] | None = None) -> RunConfig:
+    """Validate YAML (or ``base``) plus overrides into a frozen :class:`RunConfig`; raise ConfigError."""
+    raw: dict[str, Any] = dict(base or {})
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError([f"config file {str(p)!r} not found"])
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError([f"{p}: invalid YAML: {e}"]) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError([f"{p}: expected a mapping at the top level"])
+        raw.update(loaded)
+    raw = apply_overrides(raw, overrides or [])
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(RunConfig, e)) from None
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

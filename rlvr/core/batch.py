@@ -1,0 +1,118 @@
+"""``RolloutBatch``: completions as padded tensors, split into minibatches and micro-batches.
+
+Layout: prompts are left-padded to ``P`` columns and completions right-padded to ``T`` columns, so every
+completion starts at column ``P`` of ``input_ids [N, P+T]``. Per-token tensors (``completion_mask``,
+``old_logp``, ``ref_logp``, ``advantages``, ``behaviour_logp``) are ``[N, T]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Iterator, Sequence
+
+import torch
+
+from rlvr.core.types import Completion
+
+__all__ = ["RolloutBatch", "build_batch"]
+
+_PER_ROW = ("input_ids", "attention_mask", "position_ids", "completion_mask", "group_index", "rewards",
+            "lengths", "truncated", "behaviour_logp", "old_logp", "ref_logp", "advantages")
+
+
+@dataclass
+class RolloutBatch:
+    input_ids: torch.Tensor  # [N, P+T] long
+    attention_mask: torch.Tensor  # [N, P+T] long
+    position_ids: torch.Tensor  # [N, P+T] long, counting only real tokens
+    completion_mask: torch.Tensor  # [N, T] float, 1 on completion tokens
+    group_index: torch.Tensor  # [N] long, which prompt (group) each completion answers
+    rewards: torch.Tensor  # [N] float64
+    lengths: torch.Tensor  # [N] long, completion lengths
+    truncated: torch.Tensor  # [N] bool, finish_reason == "length"
+    prompt_len: int  # P
+    behaviour_logp: torch.Tensor | None = None  # [N, T] from the rollout engine
+    old_logp: torch.Tensor | None = None  # [N, T]
+    ref_logp: torch.Tensor | None = None  # [N, T]
+    advantages: torch.Tensor | None = None  # [N, T]
+
+    @property
+    def size(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def completion_ids(self) -> torch.Tensor:
+        return self.input_ids[:, self.prompt_len:]
+
+    def select(self, idx: torch.Tensor) -> "RolloutBatch":
+        """Rows ``idx`` of every per-row tensor (a minibatch or micro-batch)."""
+        upd = {f.name: getattr(self, f.name)[idx] for f in fields(self)
+               if f.name in _PER_ROW and getattr(self, f.name) is not None}
+        return replace(self, **upd)
+
+    def trim(self) -> "RolloutBatch":
+        """Drop prompt columns that are padding in every row and completion columns past the longest."""
+        lead = int((self.attention_mask[:, : self.prompt_len].sum(0) == 0).sum())
+        t = int(self.lengths.max()) if self.size else 0
+        upd = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None or f.name not in _PER_ROW or v.dim() < 2:
+                continue
+            if v.shape[1] == self.input_ids.shape[1]:
+                upd[f.name] = v[:, lead: self.prompt_len + t]
+            else:
+                upd[f.name] = v[:, :t]
+        return replace(self, prompt_len=self.prompt_len - lead, **upd)
+
+    def minibatches(self, n: int, generator: torch.Generator | None = None) -> list["RolloutBatch"]:
+        """Split into ``n`` equal minibatches (shuffled when a generator is given)."""
+        if self.size % n:
+            raise ValueError(f"{self.size} completions cannot be split into {n} equal minibatches")
+        order = torch.randperm(self.size, generator=generator) if generator is not None else torch.arange(self.size)
+        return [self.select(chunk) for chunk in order.chunk(n)]
+
+    def micro_batches(self, size: int) -> Iterator["RolloutBatch"]:
+        for start in range(0, self.size, size):
+            yield self.select(torch.arange(start, min(start + size, self.size))).trim()
+
+    def to(self, device: torch.device | str) -> "RolloutBatch":
+        upd = {f.name: getattr(self, f.name).to(device) for f in fields(self)
+               if isinstance(getattr(self, f.name), torch.Tensor)}
+        return replace(self, **upd)
+
+
+def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad_id: int) -> RolloutBatch:
+    """Pad completions into a :class:`RolloutBatch`; ``completion.group`` becomes ``group_index``."""
+    if not completions:
+        raise ValueError("cannot build a batch from zero completions")
+    n = len(completions)
+    p = max(len(c.prompt_ids) for c in completions)
+    t = max(1, max(len(c.completion_ids) for c in completions))
+    ids = torch.full((n, p + t), pad_id, dtype=torch.long)
+    attn = torch.zeros((n, p + t), dtype=torch.long)
+    cmask = torch.zeros((n, t), dtype=torch.float32)
+    blogp = torch.zeros((n, t), dtype=torch.float32)
+    has_blogp = all(c.logprobs is not None for c in completions)
+    for i, c in enumerate(completions):
+        lp, lc = len(c.prompt_ids), len(c.completion_ids)
+        ids[i, p - lp: p] = torch.tensor(c.prompt_ids, dtype=torch.long)
+        attn[i, p - lp: p + lc] = 1
+        if lc:
+            ids[i, p: p + lc] = torch.tensor(c.completion_ids, dtype=torch.long)
+            cmask[i, :lc] = 1.0
+            if has_blogp:
+                blogp[i, :lc] = torch.tensor(c.logprobs, dtype=torch.float32)
+    pos = (attn.cumsum(1) - 1).clamp(min=0)
+    return RolloutBatch(
+        input_ids=ids,
+        attention_mask=attn,
+        position_ids=pos,
+        completion_mask=cmask,
+        group_index=torch.tensor([c.group for c in completions], dtype=torch.long),
+        rewards=torch.tensor(list(rewards), dtype=torch.float64),
+        lengths=torch.tensor([len(c.completion_ids) for c in completions], dtype=torch.long),
+        truncated=torch.tensor([c.finish_reason == "length" for c in completions], dtype=torch.bool),
+        prompt_len=p,
+        behaviour_logp=blogp if has_blogp else None,
+    )

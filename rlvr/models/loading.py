@@ -1,0 +1,53 @@
+"""Load a policy (local Hugging Face directory or the built-in tiny model) and its tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
+
+__all__ = ["ModelConfig", "load_model", "load_tokenizer", "DTYPES"]
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelConfig(BaseModel):
+    """Which policy to train."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str | None = Field(None, description="local Hugging Face model directory; unset builds the tiny model")
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="tiny model size (no path)")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="parameter dtype")
+    chat_template: bool = Field(False, description="render prompts with the tokenizer's chat template")
+    logprob_chunk_tokens: int = Field(4096, gt=0, description="tokens per log-prob chunk (bounds [tokens, vocab] memory)")
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if tok.pad_token_id is None:
+        if tok.eos_token_id is None:
+            raise ValueError(f"tokenizer at {path} has neither a pad nor an eos token")
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return tok
+
+
+def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The policy and tokenizer; a ``path`` must be an existing local directory (nothing is downloaded)."""
+    if cfg.path is None:
+        tok = char_tokenizer()
+        model = build_tiny_model(cfg.tiny, tok, seed=seed)
+        return model.to(DTYPES[cfg.dtype]), tok
+    path = Path(cfg.path).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"model.path {cfg.path!r} is not a local directory (rlvr never downloads weights)")
+    tok = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[cfg.dtype], local_files_only=True)
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tok.pad_token_id
+    return model, tok

@@ -1,0 +1,76 @@
+"""Named registries for every pluggable component.
+
+Each kind of component (advantage estimators, policy objectives, aggregations, KL estimators, tasks,
+rollout engines, ...) has one :class:`Registry`. A component is registered under a unique name together
+with a pydantic model of its parameters, so a config such as ``{name: grpo, std: unbiased}`` is validated
+against that model when the config is loaded, long before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Params", "Registry", "Entry", "RegistryError"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Params(BaseModel):
+    """Base class for a component's parameters: typed, validated, frozen, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RegistryError(KeyError):
+    """An unknown or duplicate component name."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Entry(Generic[F]):
+    name: str
+    fn: F
+    params: type[Params]
+    summary: str
+
+
+class Registry(Generic[F]):
+    """A name -> (function, params model) table for one kind of component."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, Entry[F]] = {}
+
+    def register(self, name: str, params: type[Params] = Params) -> Callable[[F], F]:
+        """Decorator registering ``fn`` under ``name``; a second registration of a name fails."""
+
+        def deco(fn: F) -> F:
+            if name in self._entries:
+                raise RegistryError(f"{self.kind} {name!r} is already registered")
+            doc = (fn.__doc__ or "").strip().splitlines()
+            self._entries[name] = Entry(name, fn, params, doc[0] if doc else "")
+            return fn
+
+        return deco
+
+    def get(self, name: str) -> Entry[F]:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise RegistryError(
+                f"unknown {self.kind} {name!r}; valid names: {', '.join(self.names())}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,43 @@
+"""The rollout-engine contract.
+
+An engine turns requests ``(example, n)`` into completions that carry the behaviour policy's per-token
+log-probs. ``hf`` (transformers, CPU-friendly) is built in; GPU engines (vLLM) and rollout strategies
+(trees, speculative reuse, multi-turn) implement or wrap the same protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.registry import Registry
+
+__all__ = ["RolloutEngine", "ENGINES", "encode_prompt"]
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
+        """``sum(r.n)`` completions; completion ``k`` of request ``i`` has ``group == i``."""
+        ...
+
+    def sync_weights(self) -> None:
+        """Make the next ``generate`` use the trainer's current weights (a no-op when they share them)."""
+        ...
+
+
+ENGINES: Registry = Registry("rollout engine")
+
+
+def encode_prompt(tokenizer, prompt: str | list[dict[str, str]], chat_template: bool = False) -> list[int]:
+    """Token ids of a prompt: chat messages through the tokenizer's template, text as is."""
+    if isinstance(prompt, list) or chat_template:
+        msgs = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+    ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    if not ids:
+        raise ValueError(f"prompt {prompt!r} encodes to zero tokens")
+    return list(ids)

@@ -1,0 +1,114 @@
+"""Checkpoints with safetensors: model, optimizer, scheduler, RNG states, sampler state and step.
+
+Layout of ``RUN_DIR/checkpoints/step_000050/``::
+
+    model/                  a Hugging Face model directory (config, model.safetensors, tokenizer)
+    optimizer.safetensors   every tensor of the optimizer state, flattened to "state.<param>.<key>"
+    rng.safetensors         torch CPU (and CUDA) generator states
+    state.json              step, optimizer param groups, scheduler, python RNG, sampler/stats state, extras
+
+Nothing is unpickled on load. A checkpoint is written to a temporary folder and renamed into place, so a
+crash mid-write never leaves a half checkpoint that resume would pick up.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints"]
+
+
+def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    sd = opt.state_dict()
+    tensors, scalars = {}, {}
+    for pid, st in sd["state"].items():
+        for k, v in st.items():
+            if isinstance(v, torch.Tensor):
+                tensors[f"state.{pid}.{k}"] = v.detach().cpu().contiguous()
+            else:
+                scalars[f"{pid}.{k}"] = v
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for key, v in tensors.items():
+        _, pid, k = key.split(".", 2)
+        state.setdefault(int(pid), {})[k] = v
+    for key, v in meta["scalars"].items():
+        pid, k = key.split(".", 1)
+        state.setdefault(int(pid), {})[k] = v
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.glob("step_*") if p.is_dir() and (p / "state.json").is_file()),
+                  key=lambda p: int(p.name.split("_")[1]))
+
+
+def latest_checkpoint(path: str | Path) -> Path:
+    """``path`` itself if it is a checkpoint, else the newest checkpoint of the run directory ``path``."""
+    path = Path(path)
+    if (path / "state.json").is_file():
+        return path
+    found = list_checkpoints(path)
+    if not found:
+        raise FileNotFoundError(f"no checkpoint found in {path} (expected {path}/checkpoints/step_*/state.json)")
+    return found[-1]
+
+
+def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer, scheduler,
+                    state: dict[str, Any], keep: int = 2) -> Path:
+    root = Path(run_dir) / "checkpoints"
+    final = root / f"step_{step:06d}"
+    tmp = root / f".tmp_step_{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp / "model", safe_serialization=True)
+    tokenizer.save_pretrained(tmp / "model")
+    opt_tensors, opt_meta = _flatten_optimizer(optimizer)
+    save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+    rng = {"torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            rng[f"torch_cuda_{i}"] = s
+    save_file(rng, str(tmp / "rng.safetensors"))
+    py_state = random.getstate()
+    full = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(),
+            "python_rng": [py_state[0], list(py_state[1]), py_state[2]], **state}
+    (tmp / "state.json").write_text(json.dumps(full, indent=1))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(ckpt: str | Path, optimizer, scheduler) -> dict[str, Any]:
+    """Restore optimizer, scheduler and RNG states in place and return the rest of the state.
+
+    The model itself loads from ``ckpt/model`` like any local Hugging Face directory.
+    """
+    ckpt = Path(ckpt)
+    state = json.loads((ckpt / "state.json").read_text())
+    optimizer.load_state_dict(_unflatten_optimizer(load_file(str(ckpt / "optimizer.safetensors")),
+                                                   state["optimizer"]))
+    scheduler.load_state_dict(state["scheduler"])
+    rng = load_file(str(ckpt / "rng.safetensors"))
+    torch.set_rng_state(rng["torch_cpu"])
+    cuda = [rng[k] for k in sorted(rng) if k.startswith("torch_cuda_")]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+    v, inner, g = state["python_rng"]
+    random.setstate((v, tuple(inner), g))
+    return state

@@ -1,0 +1,153 @@
+"""The training loop: one short function over injected components.
+
+    sample prompts -> allocate rollouts -> generate -> score -> batch -> advantages
+      -> (old / reference log-probs, only when needed) -> update -> metrics -> eval -> checkpoint
+
+The loop never branches on an algorithm's or task's name; everything method-specific lives in the
+registered components named by the config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
+
+import torch
+
+from rlvr.algorithms.grouping import group_constant
+from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.config import RunConfig
+from rlvr.core.batch import build_batch
+from rlvr.core.types import SamplingParams
+from rlvr.train.update import UpdateSettings, batch_logprobs, needs_old_logp, update_policy
+
+__all__ = ["Components", "rl_step", "train_loop", "step_seed"]
+
+
+@dataclass
+class Components:
+    """Everything the loop needs, built from the config (or injected by a user or a test)."""
+
+    model: Any
+    tokenizer: Any
+    task: Any
+    engine: Any
+    sampler: Any
+    allocator: Any
+    stats: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    ref_model: Any = None
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+
+def step_seed(seed: int, step: int, salt: int = 0) -> int:
+    """A per-step seed that depends only on (seed, step): resumed runs sample what uninterrupted ones do."""
+    return (seed * 1_000_003 + step * 7_919 + salt * 104_729) % (2**31 - 1)
+
+
+def settings(cfg: RunConfig) -> UpdateSettings:
+    return UpdateSettings(cfg.algorithm, cfg.train.micro_batch_size, cfg.rollout.temperature,
+                          cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm)
+
+
+def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
+    """One RL step; returns its metrics."""
+    t0 = time.perf_counter()
+    examples = c.sampler.next(cfg.rollout.prompts_per_step)
+    requests = c.allocator.allocate(examples, c.stats)
+    sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_new_tokens,
+                              seed=step_seed(cfg.seed, step))
+    completions = c.engine.generate(requests, sampling)
+    t1 = time.perf_counter()
+    scores = [c.task.score(requests[comp.group].example, comp.text) for comp in completions]
+    t2 = time.perf_counter()
+    batch = build_batch(completions, [s.reward for s in scores], c.tokenizer.pad_token_id)
+    adv_entry = ADVANTAGES.get(cfg.algorithm.advantage.name)
+    adv = adv_entry.fn(AdvantageInputs(batch.rewards, batch.group_index, batch.lengths, batch.completion_mask),
+                       cfg.algorithm.advantage.params)
+    if adv.dim() == 1:
+        adv = adv[:, None] * batch.completion_mask
+    batch = replace(batch, advantages=adv.float()).to(c.device)
+    s = settings(cfg)
+    if needs_old_logp(cfg.algorithm):
+        batch = replace(batch, old_logp=batch_logprobs(c.model, batch, s))
+    if c.ref_model is not None:
+        batch = replace(batch, ref_logp=batch_logprobs(c.ref_model, batch, s))
+    gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
+    upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen)
+    c.engine.sync_weights()
+    correct = [sc.components.get("correct", 0.0) for sc in scores]
+    c.stats.update([comp.example_id for comp in completions], correct, step)
+    t3 = time.perf_counter()
+    n_tok = float(batch.lengths.sum())
+    zero_var = group_constant(batch.rewards, batch.group_index)
+    metrics = {
+        "reward": float(batch.rewards.mean()),
+        "reward_std": float(batch.rewards.std()) if batch.size > 1 else 0.0,
+        "accuracy": sum(correct) / len(correct),
+        "completion_length": float(batch.lengths.float().mean()),
+        "truncated_frac": float(batch.truncated.float().mean()),
+        "zero_variance_group_frac": float(zero_var.float().mean()),
+        "completions": float(batch.size),
+        "time/rollout": t1 - t0,
+        "time/score": t2 - t1,
+        "time/update": t3 - t2,
+        "time/step": t3 - t0,
+        "tokens_per_s": n_tok / max(t3 - t0, 1e-9),
+        "gen_tokens_per_s": n_tok / max(t1 - t0, 1e-9),
+    }
+    metrics.update(upd)
+    metrics.setdefault("kl", 0.0)
+    return metrics
+
+
+def train_loop(cfg: RunConfig, c: Components, start_step: int,
+               on_step: Callable[[int, dict[str, float]], None],
+               save: Callable[[int], None],
+               evaluate: Callable[[int], dict[str, float]] | None = None) -> int:
+    """Run steps ``start_step .. cfg.train.steps - 1``; checkpoint on schedule, on Ctrl-C and at the end.
+
+    Returns the number of completed steps. A non-finite loss raises before its optimizer step, leaving the
+    last checkpoint as the last good state.
+    """
+    step = start_step
+    with _deferred_interrupt() as interrupted:
+        while step < cfg.train.steps:
+            metrics = rl_step(cfg, c, step)
+            step += 1
+            if evaluate is not None and cfg.train.eval_every and step % cfg.train.eval_every == 0:
+                metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
+            on_step(step, metrics)
+            if interrupted():
+                save(step)
+                raise KeyboardInterrupt(f"interrupted after step {step}; checkpoint saved")
+            if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0 and step < cfg.train.steps:
+                save(step)
+    save(step)
+    return step
+
+
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
+    """The first Ctrl-C finishes the current step, then the loop checkpoints and stops; a second one aborts."""
+    hits = []
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+
+    def handler(signum, frame):
+        hits.append(signum)
+        if len(hits) > 1:
+            raise KeyboardInterrupt
+        print("\nCtrl-C: finishing this step, then saving a checkpoint (press again to abort)", flush=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(hits)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,76 @@
+"""Supervised fine-tuning on a task's reference completions (the warm-up before RL, and ``rlvr sft``).
+
+Each example becomes ``prompt + target + eos``; the loss is the token-mean cross-entropy on the
+target and eos tokens only. AdamW with linear warm-up and cosine decay to 10% of the peak rate.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Callable, Sequence
+
+import torch
+
+from rlvr.core.batch import build_batch
+from rlvr.core.types import Completion, Example
+from rlvr.models.logprobs import completion_logprobs
+from rlvr.rollout.base import encode_prompt
+
+__all__ = ["sft", "warmup_cosine"]
+
+
+def warmup_cosine(warmup: int, total: int, floor: float = 0.1) -> Callable[[int], float]:
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        frac = (step - warmup) / max(1, total - warmup)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0)))
+    return f
+
+
+def _rows(tokenizer, examples: Sequence[Example], chat: bool) -> list[Completion]:
+    rows = []
+    for ex in examples:
+        p = encode_prompt(tokenizer, ex.prompt, chat)
+        t = tokenizer(ex.sft_target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append(Completion(ex.id, p, t, None, "stop", ex.sft_target))
+    return rows
+
+
+def sft(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: int, lr: float,
+        warmup_steps: int = 0, seed: int = 0, chat_template: bool = False, micro_batch_size: int = 256,
+        on_step: Callable[[int, float], None] | None = None) -> list[float]:
+    """Train ``steps`` steps on ``examples``; returns the loss of each step."""
+    if steps == 0:
+        return []
+    rows = _rows(tokenizer, examples, chat_template)
+    rng = random.Random(seed)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup_steps, steps))
+    model.train()
+    order, pos, losses = [], 0, []
+    for step in range(steps):
+        picked = []
+        while len(picked) < batch_size:
+            if pos >= len(order):
+                order, pos = list(range(len(rows))), 0
+                rng.shuffle(order)
+            picked.append(rows[order[pos]])
+            pos += 1
+        batch = build_batch(picked, [0.0] * len(picked), tokenizer.pad_token_id)
+        n_tok = float(batch.completion_mask.sum())
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for micro in batch.micro_batches(micro_batch_size):
+            logp, _ = completion_logprobs(model, micro)
+            loss = -(logp * micro.completion_mask).sum() / n_tok
+            loss.backward()
+            total += float(loss.detach())
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(total)
+        if on_step is not None:
+            on_step(step, total)
+    return losses

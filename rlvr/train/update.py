@@ -1,0 +1,124 @@
+"""The policy update: mu passes x minibatches x micro-batches over one rollout batch.
+
+Counts used by the aggregation are taken over each whole minibatch before its first micro-batch, so
+gradient accumulation gives the same gradient as one big micro-batch. Old log-probs are recomputed
+only when the policy changes between optimizer steps of one batch (``epochs x minibatches > 1``);
+otherwise the ratio is exactly 1 and ``old_logp = logp.detach()``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+import torch
+
+from rlvr.algorithms.registry import AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES, LossCounts, ObjectiveInputs
+from rlvr.config import AlgorithmConfig
+from rlvr.core.batch import RolloutBatch
+from rlvr.models.logprobs import completion_logprobs
+
+__all__ = ["NonFiniteError", "UpdateSettings", "needs_old_logp", "batch_logprobs", "update_policy"]
+
+
+class NonFiniteError(RuntimeError):
+    """The loss or gradient became NaN/inf; the optimizer step was not taken."""
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    algorithm: AlgorithmConfig
+    micro_batch_size: int
+    temperature: float
+    chunk_tokens: int
+    max_grad_norm: float | None
+
+
+def needs_old_logp(alg: AlgorithmConfig) -> bool:
+    return alg.epochs * alg.minibatches > 1
+
+
+@torch.no_grad()
+def batch_logprobs(model, batch: RolloutBatch, s: UpdateSettings) -> torch.Tensor:
+    """Log-probs ``[N, T]`` of the whole batch under ``model``, micro-batch by micro-batch, no grad."""
+    out = torch.zeros_like(batch.completion_mask)
+    for start in range(0, batch.size, s.micro_batch_size):
+        idx = torch.arange(start, min(start + s.micro_batch_size, batch.size))
+        micro = batch.select(idx).trim()
+        lp, _ = completion_logprobs(model, micro, s.temperature, s.chunk_tokens)
+        out[idx, : lp.shape[1]] = lp.float()
+    return out
+
+
+class _Meter:
+    """Sums of masked per-token metrics and per-step scalars across micro-batches."""
+
+    def __init__(self):
+        self.tok_sum, self.tok_n = defaultdict(float), defaultdict(float)
+        self.scalars = defaultdict(list)
+
+    def tokens(self, name: str, values: torch.Tensor, mask: torch.Tensor) -> None:
+        self.tok_sum[name] += float((values.detach().float() * mask).sum())
+        self.tok_n[name] += float(mask.sum())
+
+    def result(self) -> dict[str, float]:
+        out = {k: self.tok_sum[k] / max(self.tok_n[k], 1.0) for k in self.tok_sum}
+        out.update({k: sum(v) / len(v) for k, v in self.scalars.items() if v})
+        return out
+
+
+def _micro_loss(model, micro: RolloutBatch, counts: LossCounts, s: UpdateSettings, meter: _Meter) -> torch.Tensor:
+    alg = s.algorithm
+    logp, entropy = completion_logprobs(model, micro, s.temperature, s.chunk_tokens, with_entropy=True)
+    mask = micro.completion_mask
+    old = micro.old_logp if micro.old_logp is not None else logp.detach()
+    obj = OBJECTIVES.get(alg.objective.name).fn
+    loss_tok, metrics = obj(ObjectiveInputs(logp, old, micro.advantages, mask), alg.objective.params)
+    if micro.ref_logp is not None:
+        kl = KL_ESTIMATORS.get(alg.kl.estimator).fn(logp, micro.ref_logp)
+        meter.tokens("kl", kl, mask)
+        if alg.kl.coef > 0:
+            loss_tok = loss_tok + alg.kl.coef * kl
+    agg = AGGREGATIONS.get(alg.aggregation.name).fn
+    loss = agg(loss_tok, mask, counts, alg.aggregation.params)
+    meter.tokens("entropy", entropy, mask)
+    for name, v in metrics.items():
+        meter.tokens(name, v, mask)
+    if micro.behaviour_logp is not None:  # engine vs trainer log-prob mismatch, reported always
+        meter.tokens("logp_mismatch", (logp.detach() - micro.behaviour_logp).abs(), mask)
+    return loss
+
+
+def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSettings,
+                  generator: torch.Generator | None = None) -> dict[str, float]:
+    """Run ``epochs x minibatches`` optimizer steps on ``batch``; return averaged metrics."""
+    alg = s.algorithm
+    params = [p for p in model.parameters() if p.requires_grad]
+    meter = _Meter()
+    model.train()
+    for _ in range(alg.epochs):
+        shuffle = generator if alg.minibatches > 1 else None
+        for mb in batch.minibatches(alg.minibatches, shuffle):
+            counts = LossCounts(num_tokens=float(mb.completion_mask.sum()), num_seqs=float(mb.size))
+            optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for micro in mb.micro_batches(s.micro_batch_size):
+                loss = _micro_loss(model, micro, counts, s, meter)
+                loss.backward()
+                total += float(loss.detach())
+            if not torch.isfinite(torch.tensor(total)):
+                raise NonFiniteError(f"loss is {total}; the optimizer step was not taken")
+            norm = torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm or float("inf"))
+            if not torch.isfinite(norm):
+                raise NonFiniteError(f"gradient norm is {float(norm)}; the optimizer step was not taken")
+            optimizer.step()
+            scheduler.step()
+            meter.scalars["loss"].append(total)
+            meter.scalars["grad_norm"].append(float(norm))
+    out = meter.result()
+    out["lr"] = scheduler.get_last_lr()[0]
+    return out
+
+
+def attach(batch: RolloutBatch, **tensors: torch.Tensor | None) -> RolloutBatch:
+    return replace(batch, **tensors)
