@@ -162,6 +162,17 @@ class RunConfig(Section):
         return self
 
 
+def _parse_value(text: str) -> Any:
+    """YAML scalar parsing, plus floats such as ``1e-4`` that YAML 1.1 reads as strings."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping."""
     raw = yaml.safe_load(yaml.safe_dump(raw)) or {}
@@ -177,7 +188,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 nxt = {"name": nxt}
             node[part] = nxt if isinstance(nxt, dict) else {}
             node = node[part]
-        node[parts[-1]] = yaml.safe_load(value)
+        node[parts[-1]] = _parse_value(value)
     return raw
 
 

@@ -57,6 +57,11 @@ def make_run_dir(cfg: RunConfig, default_root: str = "runs") -> tuple[RunConfig,
     return cfg, out
 
 
+def _sft_examples(task: Task):
+    """The task's ``sft`` split when it has one (e.g. teacher-written targets), else its train split."""
+    return task.examples("sft" if "sft" in task.splits else "train")
+
+
 def build_task(cfg: RunConfig) -> Task:
     return TASKS.get(cfg.task.name).fn(cfg.task.params)
 
@@ -154,7 +159,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     if cfg.sft.steps:
         t0 = time.perf_counter()
         bar = ProgressDisplay("SFT", cfg.sft.steps, every=50)
-        losses = sft(model, tok, task.examples("train"), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
+        losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
                      cfg.sft.warmup_steps, seed=cfg.seed, chat_template=cfg.model.chat_template,
                      micro_batch_size=cfg.train.micro_batch_size,
                      on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"))
@@ -193,3 +198,58 @@ def resume(path: str | Path, overrides: list[str] | None = None) -> dict[str, An
     c.stats.load_state_dict(state["stats"])
     extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss") if k in state}
     return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
+
+
+def _resolve_model_dir(path: str | Path) -> Path:
+    """A model directory from a HF dir, a checkpoint dir, or a run dir (its newest checkpoint)."""
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    if (path / "model" / "config.json").is_file():
+        return path / "model"
+    return latest_checkpoint(path) / "model"
+
+
+def eval_model(cfg: RunConfig, model_path: str | Path | None = None) -> dict[str, Any]:
+    """Evaluate ``model_path`` (or the config's model) on the task's eval split."""
+    seed_everything(cfg.seed)
+    mcfg = cfg.model if model_path is None else ModelConfig(path=str(_resolve_model_dir(model_path)),
+                                                             dtype=cfg.model.dtype,
+                                                             chat_template=cfg.model.chat_template)
+    model, tok = load_model(mcfg, seed=cfg.seed)
+    model.to(pick_device(cfg.device))
+    task = build_task(cfg)
+    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.eval.batch_size,
+                                                chat_template=cfg.model.chat_template)
+    return {"model": str(model_path or cfg.model.path or "tiny"), "task": cfg.task.name,
+            **run_eval(cfg, engine, task)}
+
+
+def run_sft(cfg: RunConfig) -> dict[str, Any]:
+    """Supervised fine-tuning alone: writes ``OUT/model`` (a HF directory) and ``OUT/sft.json``."""
+    if cfg.sft.steps == 0:
+        raise ValueError("sft.steps is 0: nothing to train")
+    out = Path(cfg.out) if cfg.out else Path("runs") / datetime.now().strftime("sft-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = cfg.model_copy(update={"out": str(out)})
+    (out / "config.yaml").write_text(dump_config(cfg))
+    seed_everything(cfg.seed)
+    device = pick_device(cfg.device)
+    model, tok = load_model(cfg.model, seed=cfg.seed)
+    model.to(device)
+    task = build_task(cfg)
+    bar = ProgressDisplay("SFT", cfg.sft.steps, every=50)
+    t0 = time.perf_counter()
+    losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
+                 cfg.sft.warmup_steps, seed=cfg.seed, chat_template=cfg.model.chat_template,
+                 micro_batch_size=cfg.train.micro_batch_size,
+                 on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"))
+    bar.close()
+    model.save_pretrained(out / "model", safe_serialization=True)
+    tok.save_pretrained(out / "model")
+    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.eval.batch_size,
+                                                chat_template=cfg.model.chat_template)
+    result = {"model_dir": str(out / "model"), "steps": cfg.sft.steps, "final_loss": losses[-1],
+              "seconds": time.perf_counter() - t0, "eval": run_eval(cfg, engine, task)}
+    (out / "sft.json").write_text(json.dumps(result, indent=2))
+    return result

@@ -1,0 +1,138 @@
+"""The ``rlvr`` command line: train, sft, eval, config."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rlvr.config import ConfigError, RunConfig, dump_config, load_config
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
+                  help="rlvr: reinforcement learning from verifiable rewards.")
+console = Console(stderr=True)
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="override, e.g. optim.lr=1e-4 (repeatable)")]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", "-o", help="run directory (default: runs/<time>)")]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="shortcut for --set seed=N")]
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path] = None,
+            seed: Optional[int] = None) -> RunConfig:
+    overrides = list(sets or [])
+    if out is not None:
+        overrides.append(f"out={out}")
+    if seed is not None:
+        overrides.append(f"seed={seed}")
+    try:
+        return load_config(config, overrides)
+    except ConfigError as e:
+        console.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
+        raise typer.Exit(2)
+
+
+def _fail(msg: str, code: int = 1) -> None:
+    console.print(f"[red]error:[/red] {msg}", highlight=False)
+    raise typer.Exit(code)
+
+
+@app.command()
+def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None,
+          resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None):
+    """Train with RL. With no arguments: the built-in CPU demo (tiny model, SFT warm-up, GRPO, eval)."""
+    from rlvr.tasks.jsonl import DataError
+    from rlvr.train.run import resume as resume_run, train as train_run
+    from rlvr.train.update import NonFiniteError
+
+    _quiet_libraries()
+    try:
+        if resume is not None:
+            if config is not None or out is not None:
+                _fail("--resume continues the run with its own config.yaml; use --set to change fields")
+            summary = resume_run(resume, list(set_ or []) + ([f"seed={seed}"] if seed is not None else []))
+        else:
+            summary = train_run(_config(config, set_, out, seed))
+    except ConfigError as e:
+        _fail(str(e), 2)
+    except (DataError, FileNotFoundError, FileExistsError) as e:
+        _fail(str(e), 2)
+    except NonFiniteError as e:
+        _fail(f"{e}. Training stopped; the last good checkpoint is kept in the run directory.")
+    except KeyboardInterrupt as e:
+        console.print(f"interrupted: {e or 'no checkpoint written'}")
+        raise typer.Exit(130)
+    _print_summary(summary)
+
+
+def _print_summary(summary: dict) -> None:
+    t = Table(title=f"run {summary['run_dir']}")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    before, after = summary.get("eval_before") or {}, summary.get("eval_after") or {}
+    if before:
+        t.add_row("held-out accuracy before RL", f"{before['accuracy']:.3f}")
+    t.add_row("held-out accuracy after RL", f"{after.get('accuracy', float('nan')):.3f}")
+    t.add_row("RL seconds", f"{summary['rl_seconds']:.1f}")
+    t.add_row("peak memory (MB)", f"{summary['peak_memory_mb']:.0f}")
+    Console().print(t)
+
+
+@app.command()
+def sft(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None):
+    """Supervised fine-tuning on the task's reference answers; saves a model directory to OUT/model."""
+    from rlvr.train.run import run_sft
+
+    _quiet_libraries()
+    cfg = _config(config, set_, out, seed)
+    try:
+        result = run_sft(cfg)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e), 2)
+    Console().print_json(json.dumps(result))
+
+
+@app.command("eval")
+def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="local HF model dir or checkpoint")] = None,
+          config: ConfigOpt = None, set_: SetOpt = None,
+          output: Annotated[Optional[Path], typer.Option("--output", help="write the metrics JSON here")] = None):
+    """Evaluate a model on the task's held-out split."""
+    from rlvr.train.run import eval_model
+
+    _quiet_libraries()
+    cfg = _config(config, set_)
+    try:
+        result = eval_model(cfg, model)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e), 2)
+    if output is not None:
+        output.write_text(json.dumps(result, indent=2))
+    Console().print_json(json.dumps(result))
+
+
+@app.command("config")
+def show_config(config: ConfigOpt = None, set_: SetOpt = None):
+    """Validate a config and print it fully resolved (every default filled in)."""
+    sys.stdout.write(dump_config(_config(config, set_)))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

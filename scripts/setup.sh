@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv and install rlvr with its test extras. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# CPU torch first (a range such as torch>=2.4 is then already satisfied); GPU users install their CUDA build.
+python -c "import torch" 2>/dev/null || python -m pip install -q "torch==${RLVR_TORCH_VERSION:-2.13.0}" \
+  || python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+python -m pip install -q -e ".[dev]"

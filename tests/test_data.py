@@ -1,0 +1,111 @@
+"""Tasks, the JSONL loader and the numeric verifier."""
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from rlvr.config import load_config
+from rlvr.core.types import Example
+from rlvr.tasks import TASKS, DataError
+from rlvr.tasks.jsonl import JsonlParams
+from rlvr.verifiers import NumericVerifier, parse_number, validate_verifier
+from rlvr.train.run import build_task
+
+
+def write(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("s,want", [("42", 42), ("-3", -3), ("0.5", Fraction(1, 2)), ("1/2", Fraction(1, 2)),
+                                    ("1,234", 1234), ("12.50", Fraction(25, 2)), ("  7. ", 7), (".5", Fraction(1, 2))])
+def test_parse_number(s, want):
+    assert parse_number(s) == want
+
+
+@pytest.mark.parametrize("s", ["", "abc", "1/0", "1,23", "3e5x", "1" * 100])
+def test_parse_number_rejects(s):
+    assert parse_number(s) is None
+
+
+@pytest.mark.parametrize("answer,text,reward", [
+    ("0.5", "1/2", 1.0), ("1/2", "0.50", 1.0), ("85", "85", 1.0), ("85", "The answer is 85", 1.0),
+    ("85", "84", 0.0), ("0.1", "0.1000000001", 0.0), ("85", "", 0.0), ("85", "eighty-five", 0.0),
+    ("1000", "1,000", 1.0), ("-4", "-4", 1.0), ("4", "-4", 0.0),
+])
+def test_numeric_verifier_is_exact(answer, text, reward):
+    assert NumericVerifier()(Example("x", "q", answer), text).reward == reward
+
+
+def test_numeric_verifier_self_check():
+    validate_verifier(NumericVerifier(), Example("x", "q", "3/4"), wrong="0.7")
+
+
+def test_arithmetic_splits_are_disjoint_and_stable():
+    cfg = load_config(overrides=["task.max_value=30", "task.num_eval=50"])
+    t1, t2 = build_task(cfg), build_task(cfg)
+    train_ids = {e.id for e in t1.examples("train")}
+    eval_ids = {e.id for e in t1.examples("eval")}
+    assert not train_ids & eval_ids and len(eval_ids) == 50 and len(train_ids) == 31 * 31 - 50
+    assert [e.id for e in t2.examples("eval")] == [e.id for e in t1.examples("eval")]
+    ex = t1.examples("eval")[0]
+    a, b = ex.prompt[:-1].split("+")
+    assert int(ex.answer) == int(a) + int(b)
+    assert t1.score(ex, ex.answer).reward == 1.0
+
+
+def test_jsonl_task_loads_and_scores(tmp_path):
+    train = write(tmp_path / "train.jsonl", [{"prompt": "1+1=", "answer": 2}, {"prompt": "half?", "answer": "1/2", "id": "h"}])
+    ev = write(tmp_path / "eval.jsonl", [{"prompt": "2+2=", "answer": "4"}])
+    task = TASKS.get("jsonl").fn(JsonlParams(train_path=str(train), eval_path=str(ev)))
+    assert [e.id for e in task.examples("train")] == ["train-1", "h"]
+    assert task.score(task.examples("train")[1], "0.5").reward == 1.0
+    assert task.score(task.examples("eval")[0], "5").reward == 0.0
+
+
+def test_jsonl_holds_out_eval_fraction(tmp_path):
+    rows = [{"prompt": f"{i}?", "answer": i} for i in range(20)]
+    task = TASKS.get("jsonl").fn(JsonlParams(train_path=str(write(tmp_path / "t.jsonl", rows)), eval_fraction=0.25))
+    assert len(task.examples("eval")) == 5 and len(task.examples("train")) == 15
+
+
+@pytest.mark.parametrize("line,needle", [
+    ('{"prompt": "a", "answer": 1', "invalid JSON"),
+    ('[1, 2]', "expected a JSON object"),
+    ('{"prompt": "a"}', "missing field 'answer'"),
+    ('{"prompt": "", "answer": 1}', "must be a non-empty string"),
+    ('{"prompt": "a", "answer": {"x": 1}}', "must be a string or number"),
+])
+def test_malformed_jsonl_names_file_and_line(tmp_path, line, needle):
+    f = write(tmp_path / "d.jsonl", [{"prompt": "ok", "answer": 1}, "", line])
+    with pytest.raises(DataError) as e:
+        TASKS.get("jsonl").fn(JsonlParams(train_path=str(f)))
+    assert f"{f}:3" in str(e.value) and needle in str(e.value)
+
+
+def test_jsonl_missing_file(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        TASKS.get("jsonl").fn(JsonlParams(train_path=str(tmp_path / "nope.jsonl")))
+
+
+def test_jsonl_custom_reward_function(tmp_path):
+    f = write(tmp_path / "d.jsonl", [{"prompt": "say hi", "answer": "hi"}])
+    task = TASKS.get("jsonl").fn(JsonlParams(train_path=str(f), eval_fraction=0.0,
+                                             verifier="tests.reward_fns:contains_answer"))
+    ex = task.examples("train")[0]
+    assert task.score(ex, "oh hi there").reward == 1.0
+    assert task.score(ex, "bye").reward == 0.0
+
+
+def test_task_score_never_raises():
+    class Boom:
+        name = "boom"
+
+        def __call__(self, example, text):
+            raise RuntimeError("bad")
+
+    from rlvr.tasks.base import Task, WeightedVerifier
+    t = Task("t", {"train": [Example("a", "q", "1")]}, [WeightedVerifier(Boom())])
+    s = t.score(t.examples("train")[0], "1")
+    assert s.reward == 0.0 and "RuntimeError" in s.info["boom.error"]
