@@ -7,6 +7,5 @@ PY=${PYTHON:-python3}
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 # CPU torch first (a range such as torch>=2.4 is then already satisfied); GPU users install their CUDA build.
-python -c "import torch" 2>/dev/null || python -m pip install -q "torch==${RLVR_TORCH_VERSION:-2.13.0}" \
-  || python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+python -c "import torch" 2>/dev/null || python -m pip install -q "torch==${RLVR_TORCH_VERSION:-2.13.0}"
 python -m pip install -q -e ".[dev]"
