@@ -125,8 +125,14 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
 
 
 @app.command("config")
-def show_config(config: ConfigOpt = None, set_: SetOpt = None):
+def show_config(config: ConfigOpt = None, set_: SetOpt = None,
+                reference: Annotated[bool, typer.Option("--reference", help="print every field as Markdown")] = False):
     """Validate a config and print it fully resolved (every default filled in)."""
+    if reference:
+        from rlvr.docs import config_reference
+
+        sys.stdout.write(config_reference())
+        return
     sys.stdout.write(dump_config(_config(config, set_)))
 
 

@@ -5,7 +5,6 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
 # CPU torch first (a range such as torch>=2.4 is then already satisfied); GPU users install their CUDA build.
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==${RLVR_TORCH_VERSION:-2.13.0}"
 python -m pip install -q -e ".[dev]"

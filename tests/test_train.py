@@ -142,3 +142,10 @@ def test_refuses_to_overwrite_a_run(tiny_cfg_overrides):
     train(load_config(overrides=tiny_cfg_overrides + ["train.steps=1"]))
     with pytest.raises(FileExistsError, match="--resume"):
         train(load_config(overrides=tiny_cfg_overrides + ["train.steps=1"]))
+
+
+def test_written_config_reproduces_the_run(tiny_cfg_overrides, tmp_path):
+    first = train(load_config(overrides=tiny_cfg_overrides))
+    again = train(load_config(tmp_path / "run" / "config.yaml", [f"out={tmp_path / 'again'}"]))
+    assert same_weights(weights(tmp_path / "run", 3), weights(tmp_path / "again", 3))
+    assert first["eval_after"] == again["eval_after"]

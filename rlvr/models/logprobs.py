@@ -27,7 +27,11 @@ def _head_logp(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, te
         logits = logits / temperature
     logsm = F.log_softmax(logits, dim=-1)
     logp = logsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    ent = -(logsm.exp() * logsm).sum(-1) if with_entropy else torch.zeros_like(logp)
+    if with_entropy:  # a metric: no gradient flows through it, so no graph is kept for it
+        with torch.no_grad():
+            ent = -(logsm.exp() * logsm).sum(-1)
+    else:
+        ent = torch.zeros_like(logp)
     return logp, ent
 
 

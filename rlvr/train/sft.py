@@ -49,6 +49,7 @@ def sft(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: i
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup_steps, steps))
     model.train()
+    device = next(model.parameters()).device
     order, pos, losses = [], 0, []
     for step in range(steps):
         picked = []
@@ -58,7 +59,7 @@ def sft(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: i
                 rng.shuffle(order)
             picked.append(rows[order[pos]])
             pos += 1
-        batch = build_batch(picked, [0.0] * len(picked), tokenizer.pad_token_id)
+        batch = build_batch(picked, [0.0] * len(picked), tokenizer.pad_token_id).to(device)
         n_tok = float(batch.completion_mask.sum())
         opt.zero_grad(set_to_none=True)
         total = 0.0

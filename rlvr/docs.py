@@ -1,0 +1,104 @@
+"""Generated reference docs: every config field and every registered component, as Markdown.
+
+``rlvr config --reference`` prints it; the README's config reference is this output, and a test keeps
+the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+
+from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES
+from rlvr.config import Component, RunConfig
+from rlvr.registry import Registry
+from rlvr.rollout.base import ENGINES
+from rlvr.tasks.base import TASKS
+
+__all__ = ["config_reference"]
+
+
+def _type_name(ann: Any) -> str:
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in args)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_type_name(a) for a in args)
+    if ann is type(None):
+        return "null"
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(ann, "__name__", str(ann))
+
+
+def _default(field) -> str:
+    if field.is_required():
+        return "required"
+    if field.default_factory is not None:
+        return ""
+    v = field.default
+    if isinstance(v, BaseModel):
+        return ""
+    if isinstance(v, dict) and "name" in v:
+        return f"`{v['name']}`"
+    return f"`{json.dumps(v)}`"
+
+
+def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not Component:
+            rows += _rows(ann, f"{prefix}{name}.")
+            continue
+        kind = "component" if ann is Component else _type_name(ann)
+        rows.append(f"| `{prefix}{name}` | {kind} | {_default(field)} | {field.description or ''} |")
+    return rows
+
+
+def _components(title: str, reg: Registry) -> list[str]:
+    out = [f"**{title}**", ""]
+    for name in reg.names():
+        e = reg.get(name)
+        params = ", ".join(f"`{k}`={_default(f)}" for k, f in e.params.model_fields.items())
+        out.append(f"- `{name}`: {e.summary}" + (f" Params: {params}." if params else ""))
+    return out + [""]
+
+
+def config_reference() -> str:
+    lines = ["| key | type | default | description |", "|---|---|---|---|", *_rows(RunConfig), ""]
+    for title, reg in [("task", TASKS), ("algorithm.advantage", ADVANTAGES), ("algorithm.objective", OBJECTIVES),
+                       ("algorithm.aggregation", AGGREGATIONS), ("algorithm.kl.estimator", KL_ESTIMATORS),
+                       ("rollout.engine", ENGINES)]:
+        lines += _components(title, reg)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
+
+
+def readme_section(text: str) -> str:
+    return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def sync_readme(path: str = "README.md") -> bool:
+    """Rewrite the README's config reference; True when it changed."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text()
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    new = f"{head}{START}\n{config_reference()}{END}{tail}"
+    p.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("updated" if sync_readme(*(sys.argv[1:] or ["README.md"])) else "up to date")
