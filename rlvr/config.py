@@ -18,7 +18,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValida
 import rlvr.algorithms  # noqa: F401  (registers components)
 import rlvr.rollout  # noqa: F401
 import rlvr.tasks  # noqa: F401
-from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES
+from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.models.loading import ModelConfig
 from rlvr.registry import Params, Registry, RegistryError
@@ -82,7 +82,7 @@ def _named(registry: Registry) -> Any:
 
 class RolloutConfig(Section):
     engine: _named(ENGINES) = Field("hf", description="rollout engine")
-    prompts_per_step: int = Field(16, gt=0, description="prompts (groups) sampled per training step")
+    prompts_per_step: int = Field(32, gt=0, description="prompts (groups) sampled per training step")
     group_size: int = Field(8, gt=0, description="completions sampled per prompt")
     temperature: float = Field(1.0, gt=0.0, description="sampling temperature")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
@@ -102,9 +102,11 @@ class AlgorithmConfig(Section):
                                               description="per-token policy objective")
     aggregation: _component(AGGREGATIONS, "token_mean") = Field({"name": "token_mean"}, validate_default=True,
                                                   description="per-token loss -> scalar")
+    correction: _component(CORRECTIONS, "none") = Field({"name": "none"}, validate_default=True,
+                                                        description="engine-vs-trainer importance-sampling correction")
     kl: KLConfig = Field(default_factory=KLConfig)
     epochs: int = Field(1, gt=0, description="update passes over each rollout batch (mu)")
-    minibatches: int = Field(1, gt=0, description="optimizer steps per pass; the batch splits evenly")
+    minibatches: int = Field(4, gt=0, description="optimizer steps per pass; the batch splits evenly")
 
 
 class OptimConfig(Section):
@@ -117,15 +119,15 @@ class OptimConfig(Section):
 
 
 class TrainConfig(Section):
-    steps: int = Field(120, ge=0, description="RL steps (each: rollout, score, update)")
+    steps: int = Field(1000, ge=0, description="RL steps (each: rollout, score, update)")
     micro_batch_size: int = Field(64, gt=0, description="completions per forward/backward")
-    eval_every: int = Field(0, ge=0, description="held-out eval every K steps (0: only before and after)")
-    checkpoint_every: int = Field(50, ge=0, description="checkpoint every K steps (0: only at the end)")
+    eval_every: int = Field(100, ge=0, description="held-out eval every K steps (0: only before and after)")
+    checkpoint_every: int = Field(250, ge=0, description="checkpoint every K steps (0: only at the end)")
     keep_checkpoints: int = Field(2, gt=0, description="most recent checkpoints kept")
 
 
 class SFTConfig(Section):
-    steps: int = Field(300, ge=0, description="supervised warm-up steps before RL (0: none)")
+    steps: int = Field(600, ge=0, description="supervised warm-up steps before RL (0: none)")
     batch_size: int = Field(64, gt=0, description="examples per SFT step")
     lr: float = Field(3e-3, gt=0.0, description="SFT peak learning rate (cosine decay)")
     warmup_steps: int = Field(20, ge=0, description="SFT linear warm-up steps")
@@ -153,13 +155,32 @@ class RunConfig(Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
 
     @model_validator(mode="after")
-    def _check_sizes(self) -> "RunConfig":
+    def _check_combination(self) -> "RunConfig":
+        problems = []
         n = self.rollout.prompts_per_step * self.rollout.group_size
         if n % self.algorithm.minibatches:
-            raise ValueError(
+            problems.append(
                 f"algorithm.minibatches={self.algorithm.minibatches} must divide the completions per step "
                 f"(rollout.prompts_per_step x rollout.group_size = {n})")
+        for key, registry in COMPONENT_FIELDS:
+            comp = _lookup(self, key)
+            entry = registry.get(comp.name)
+            if entry.check is not None:
+                problems += [f"{key} {comp.name!r}: {msg}" for msg in entry.check(self, comp.params)]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
+
+
+COMPONENT_FIELDS = [("algorithm.advantage", ADVANTAGES), ("algorithm.objective", OBJECTIVES),
+                    ("algorithm.aggregation", AGGREGATIONS), ("algorithm.correction", CORRECTIONS),
+                    ("task", TASKS)]
+
+
+def _lookup(cfg: BaseModel, dotted: str) -> Any:
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
 
 
 def _parse_value(text: str) -> Any:

@@ -31,12 +31,16 @@ class RegistryError(KeyError):
         return str(self.args[0])
 
 
+Check = Callable[[Any, Any], list[str]]  # (run config, params) -> reasons the combination is invalid
+
+
 @dataclass(frozen=True)
 class Entry(Generic[F]):
     name: str
     fn: F
     params: type[Params]
     summary: str
+    check: Check | None = None
 
 
 class Registry(Generic[F]):
@@ -46,14 +50,18 @@ class Registry(Generic[F]):
         self.kind = kind
         self._entries: dict[str, Entry[F]] = {}
 
-    def register(self, name: str, params: type[Params] = Params) -> Callable[[F], F]:
-        """Decorator registering ``fn`` under ``name``; a second registration of a name fails."""
+    def register(self, name: str, params: type[Params] = Params, check: Check | None = None) -> Callable[[F], F]:
+        """Decorator registering ``fn`` under ``name``; a second registration of a name fails.
+
+        ``check(run_config, params)`` returns the reasons this component cannot work with the rest of a run's
+        config (e.g. a leave-one-out baseline with groups of one); they are raised at config load.
+        """
 
         def deco(fn: F) -> F:
             if name in self._entries:
                 raise RegistryError(f"{self.kind} {name!r} is already registered")
             doc = (fn.__doc__ or "").strip().splitlines()
-            self._entries[name] = Entry(name, fn, params, doc[0] if doc else "")
+            self._entries[name] = Entry(name, fn, params, doc[0] if doc else "", check)
             return fn
 
         return deco

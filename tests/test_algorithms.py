@@ -5,10 +5,11 @@ import math
 import pytest
 import torch
 
-from rlvr.algorithms import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES, AdvantageInputs, LossCounts, ObjectiveInputs
-from rlvr.algorithms.aggregation import TokenSumNormParams
-from rlvr.algorithms.advantages import GRPOAdvantageParams
-from rlvr.algorithms.objectives import PPOClipParams
+from rlvr.algorithms import (ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES, AdvantageInputs,
+                             AggregationInputs, ObjectiveInputs, aggregate)
+from rlvr.algorithms.aggregation.basic import TokenSumNormParams
+from rlvr.algorithms.advantages.grpo import GRPOAdvantageParams
+from rlvr.algorithms.objectives.ppo_clip import PPOClipParams
 from rlvr.registry import Params, Registry, RegistryError
 
 
@@ -110,10 +111,16 @@ def test_ppo_clip_rejects_bad_dual_clip():
 
 # --- A3: aggregation -----------------------------------------------------------------------------
 
+def agg(name, params, loss, mask, groups=None, adv=None):
+    g = torch.arange(mask.shape[0]) if groups is None else groups
+    coef = AGGREGATIONS.get(name).fn(AggregationInputs(mask, g, adv), params)
+    return aggregate(coef, loss, mask)
+
+
 def _two_responses():
     loss = torch.tensor([[1.0, 0, 0], [0.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 0, 0], [1.0, 1.0, 1.0]])
-    return loss, mask, LossCounts(num_tokens=4, num_seqs=2)
+    return loss, mask
 
 
 @pytest.mark.parametrize("name,params,want", [
@@ -123,31 +130,52 @@ def _two_responses():
     ("seq_mean_token_sum", Params(), 0.5),
 ])
 def test_aggregation_oracle(name, params, want):
-    loss, mask, counts = _two_responses()
-    assert float(AGGREGATIONS.get(name).fn(loss, mask, counts, params)) == pytest.approx(want)
+    assert float(agg(name, params, *_two_responses())) == pytest.approx(want)
 
 
-@pytest.mark.parametrize("name,params", [("token_mean", Params()), ("seq_mean_token_mean", Params()),
-                                         ("seq_mean_token_sum", Params()),
-                                         ("seq_mean_token_sum_norm", TokenSumNormParams(max_len=9))])
-def test_aggregation_sums_over_micro_batches(name, params):
+def _naive_aggregate(name, loss, mask, max_len=9):
+    rows = [[float(loss[i, t]) for t in range(loss.shape[1]) if mask[i, t]] for i in range(loss.shape[0])]
+    b, tokens = len(rows), sum(len(r) for r in rows)
+    if name == "token_mean":
+        return sum(sum(r) for r in rows) / tokens
+    if name == "seq_mean_token_mean":
+        return sum(sum(r) / len(r) for r in rows) / b
+    if name == "seq_mean_token_sum":
+        return sum(sum(r) for r in rows) / b
+    return sum(sum(r) for r in rows) / (b * max_len)
+
+
+AGG_CASES = [("token_mean", Params()), ("seq_mean_token_mean", Params()), ("seq_mean_token_sum", Params()),
+             ("seq_mean_token_sum_norm", TokenSumNormParams(max_len=9))]
+
+
+@pytest.mark.parametrize("name,params", AGG_CASES)
+def test_aggregation_matches_naive_loop(name, params):
     torch.manual_seed(1)
     loss = torch.randn(8, 9)
     mask = (torch.rand(8, 9) > 0.4).float()
     mask[:, 0] = 1
-    counts = LossCounts(float(mask.sum()), 8.0)
-    fn = AGGREGATIONS.get(name).fn
-    whole = fn(loss, mask, counts, params)
-    parts = sum(fn(loss[i: i + 4], mask[i: i + 4], counts, params) for i in (0, 4))
+    assert float(agg(name, params, loss, mask)) == pytest.approx(_naive_aggregate(name, loss, mask), rel=1e-5)
+
+
+@pytest.mark.parametrize("name,params", AGG_CASES)
+def test_aggregation_coefficients_split_over_micro_batches(name, params):
+    torch.manual_seed(1)
+    loss = torch.randn(8, 9)
+    mask = (torch.rand(8, 9) > 0.4).float()
+    mask[:, 0] = 1
+    coef = AGGREGATIONS.get(name).fn(AggregationInputs(mask, torch.arange(8)), params)
+    whole = aggregate(coef, loss, mask)
+    parts = sum(aggregate(coef[i: i + 3], loss[i: i + 3], mask[i: i + 3]) for i in (0, 3, 6))
     assert float(parts) == pytest.approx(float(whole), rel=1e-6)
 
 
 def test_dr_grpo_norm_ignores_extra_padding():
-    loss, mask, counts = _two_responses()
+    loss, mask = _two_responses()
     p = TokenSumNormParams(max_len=4)
-    fn = AGGREGATIONS.get("seq_mean_token_sum_norm").fn
     padded = torch.cat([loss, torch.zeros(2, 5)], 1), torch.cat([mask, torch.zeros(2, 5)], 1)
-    assert float(fn(*padded, counts, p)) == pytest.approx(float(fn(loss, mask, counts, p)))
+    assert float(agg("seq_mean_token_sum_norm", p, *padded)) == pytest.approx(
+        float(agg("seq_mean_token_sum_norm", p, loss, mask)))
 
 
 # --- A9: KL --------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_rl_raises_reward_on_a_fixed_prompt_set(tmp_path):
         "model.tiny.num_layers=1", "task.max_value=3", "task.num_eval=4", "task.num_train=4",
         "rollout.prompts_per_step=4", "rollout.group_size=8", "rollout.max_new_tokens=2",
         "sft.steps=6", "sft.lr=3e-3", "sft.batch_size=8", "sft.warmup_steps=0",
-        "train.steps=60", "optim.lr=5e-3", "train.checkpoint_every=0",
+        "train.steps=60", "optim.lr=5e-3", "train.checkpoint_every=0", "algorithm.minibatches=1",
         "eval.split=train",
     ])
     summary = train(cfg)

@@ -30,7 +30,8 @@ def _setup(seed=0):
 
 def _grads_after_update(micro, **over):
     model, _, batch = _setup()
-    cfg = load_config(overrides=[f"train.micro_batch_size={micro}", "optim.max_grad_norm=null"] +
+    cfg = load_config(overrides=[f"train.micro_batch_size={micro}", "optim.max_grad_norm=null",
+                                 "algorithm.minibatches=1"] +
                       [f"{k}={v}" for k, v in over.items()])
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0)
@@ -60,7 +61,9 @@ def test_on_policy_gradient_is_reinforce():
         assert torch.allclose(g, p.grad, atol=1e-6)
 
 
-@pytest.mark.parametrize("over,old_calls", [([], 0), (["algorithm.epochs=2"], 1), (["algorithm.minibatches=2"], 1)])
+@pytest.mark.parametrize("over,old_calls", [(["algorithm.minibatches=1"], 0),
+                                            (["algorithm.minibatches=1", "algorithm.epochs=2"], 1),
+                                            (["algorithm.minibatches=2"], 1)])
 def test_old_logprobs_only_when_needed(tiny_cfg_overrides, monkeypatch, over, old_calls):
     calls = []
     real = loop_mod.batch_logprobs
@@ -85,7 +88,7 @@ def test_kl_term_gradient_matches_naive():
     model, _, batch = _setup()
     ref = torch.randn_like(batch.completion_mask) * 0.1 - 3.0
     batch = replace(batch, ref_logp=ref * batch.completion_mask)
-    cfg = load_config(overrides=["optim.max_grad_norm=null", "algorithm.kl.coef=0.5"])
+    cfg = load_config(overrides=["optim.max_grad_norm=null", "algorithm.kl.coef=0.5", "algorithm.minibatches=1"])
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0)
     metrics = update_policy(model, opt, sched, batch, settings(cfg))

@@ -3,13 +3,13 @@
 Importing this package registers every built-in component.
 """
 
-from rlvr.algorithms import advantages, aggregation, kl, objectives  # noqa: F401  (registration)
+from rlvr.algorithms import advantages, aggregation, corrections, kl, objectives  # noqa: F401  (registration)
 from rlvr.algorithms.registry import (
-    ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES,
-    AdvantageInputs, LossCounts, ObjectiveInputs,
+    ADVANTAGES, AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES,
+    AdvantageInputs, CorrectionInputs, AggregationInputs, ObjectiveInputs, aggregate,
 )
 
 __all__ = [
-    "ADVANTAGES", "AGGREGATIONS", "KL_ESTIMATORS", "OBJECTIVES",
-    "AdvantageInputs", "LossCounts", "ObjectiveInputs",
+    "ADVANTAGES", "AGGREGATIONS", "CORRECTIONS", "KL_ESTIMATORS", "OBJECTIVES",
+    "AdvantageInputs", "CorrectionInputs", "AggregationInputs", "ObjectiveInputs", "aggregate",
 ]

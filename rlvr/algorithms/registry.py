@@ -14,8 +14,8 @@ import torch
 from rlvr.registry import Registry
 
 __all__ = [
-    "ADVANTAGES", "OBJECTIVES", "AGGREGATIONS", "KL_ESTIMATORS",
-    "AdvantageInputs", "ObjectiveInputs", "LossCounts", "ObjectiveOutput",
+    "ADVANTAGES", "OBJECTIVES", "AGGREGATIONS", "KL_ESTIMATORS", "CORRECTIONS", "CorrectionInputs",
+    "AdvantageInputs", "ObjectiveInputs", "AggregationInputs", "ObjectiveOutput", "aggregate",
 ]
 
 
@@ -30,27 +30,49 @@ class AdvantageInputs:
 @dataclass(frozen=True)
 class ObjectiveInputs:
     logp: torch.Tensor  # [N, T] current policy log-probs (carries the gradient)
-    old_logp: torch.Tensor  # [N, T] log-probs of the policy that sampled (detached)
+    old_logp: torch.Tensor  # [N, T] log-probs of the policy before this batch's updates (detached)
     advantages: torch.Tensor  # [N, T]
     mask: torch.Tensor  # [N, T]
+    behaviour_logp: torch.Tensor | None = None  # [N, T] the rollout engine's log-probs, when it gives them
+    entropy: torch.Tensor | None = None  # [N, T] per-token entropy (detached)
 
 
 ObjectiveOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]  # per-token loss [N, T], per-token metrics
 
 
 @dataclass(frozen=True)
-class LossCounts:
-    """Counts over the whole minibatch (all micro-batches, all ranks), fixed before the first micro-batch.
+class AggregationInputs:
+    """The whole minibatch's shape information, from which an aggregation derives its coefficients."""
 
-    Aggregations divide by these, never by a micro-batch's own counts, so splitting a minibatch into
-    micro-batches or across ranks leaves the gradient unchanged.
-    """
+    mask: torch.Tensor  # [N, T] completion mask
+    group_index: torch.Tensor  # [N]
+    advantages: torch.Tensor | None = None  # [N, T]
 
-    num_tokens: float
-    num_seqs: float
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.mask.sum(-1)
 
+
+def aggregate(coef: torch.Tensor, loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``sum_{i,t} c M l`` for coefficients ``c`` of shape [N] or [N, T]."""
+    if coef.dim() == 1:
+        coef = coef[:, None]
+    return (coef.to(loss.dtype) * mask * loss).sum()
+
+
+@dataclass(frozen=True)
+class CorrectionInputs:
+    """Log-probs for an importance-sampling correction between the rollout engine and the trainer."""
+
+    old_logp: torch.Tensor  # [N, T] trainer's log-probs of the sampling policy (detached)
+    behaviour_logp: torch.Tensor  # [N, T] the rollout engine's log-probs of the same tokens
+    mask: torch.Tensor  # [N, T]
+
+
+CorrectionOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]  # weights [N, T] (detached), per-token metrics
 
 ADVANTAGES: Registry[Callable[..., torch.Tensor]] = Registry("advantage estimator")
 OBJECTIVES: Registry[Callable[..., ObjectiveOutput]] = Registry("policy objective")
 AGGREGATIONS: Registry[Callable[..., torch.Tensor]] = Registry("loss aggregation")
 KL_ESTIMATORS: Registry[Callable[..., torch.Tensor]] = Registry("KL estimator")
+CORRECTIONS: Registry[Callable[..., CorrectionOutput]] = Registry("importance-sampling correction")

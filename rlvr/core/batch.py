@@ -17,7 +17,7 @@ from rlvr.core.types import Completion
 __all__ = ["RolloutBatch", "build_batch"]
 
 _PER_ROW = ("input_ids", "attention_mask", "position_ids", "completion_mask", "group_index", "rewards",
-            "lengths", "truncated", "behaviour_logp", "old_logp", "ref_logp", "advantages")
+            "lengths", "truncated", "behaviour_logp", "old_logp", "ref_logp", "advantages", "loss_coef")
 
 
 @dataclass
@@ -35,6 +35,7 @@ class RolloutBatch:
     old_logp: torch.Tensor | None = None  # [N, T]
     ref_logp: torch.Tensor | None = None  # [N, T]
     advantages: torch.Tensor | None = None  # [N, T]
+    loss_coef: torch.Tensor | None = None  # [N, T] aggregation coefficients, set per minibatch
 
     @property
     def size(self) -> int:

@@ -33,7 +33,7 @@ _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * 
 class ArithmeticParams(Params):
     ops: list[Literal["+", "-", "*"]] = Field(["+"], min_length=1, description="operators to draw from")
     min_value: int = Field(0, ge=0, description="smallest operand")
-    max_value: int = Field(99, ge=0, description="largest operand")
+    max_value: int = Field(49, ge=0, description="largest operand")
     num_eval: int = Field(200, gt=0, description="held-out problems")
     num_train: int | None = Field(None, gt=0, description="train problems (default: all the rest)")
     data_seed: int = Field(0, description="seed of the train/eval split (independent of the run seed)")

@@ -1,6 +1,6 @@
 """The policy update: mu passes x minibatches x micro-batches over one rollout batch.
 
-Counts used by the aggregation are taken over each whole minibatch before its first micro-batch, so
+The aggregation's coefficients are computed from each whole minibatch before its first micro-batch, so
 gradient accumulation gives the same gradient as one big micro-batch. Old log-probs are recomputed
 only when the policy changes between optimizer steps of one batch (``epochs x minibatches > 1``);
 otherwise the ratio is exactly 1 and ``old_logp = logp.detach()``.
@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from rlvr.algorithms.registry import AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES, LossCounts, ObjectiveInputs
+from rlvr.algorithms.registry import (AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES, AggregationInputs,
+                                     CorrectionInputs, ObjectiveInputs, aggregate)
 from rlvr.config import AlgorithmConfig
 from rlvr.core.batch import RolloutBatch
 from rlvr.models.logprobs import completion_logprobs
@@ -67,20 +68,25 @@ class _Meter:
         return out
 
 
-def _micro_loss(model, micro: RolloutBatch, counts: LossCounts, s: UpdateSettings, meter: _Meter) -> torch.Tensor:
+def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter) -> torch.Tensor:
     alg = s.algorithm
     logp, entropy = completion_logprobs(model, micro, s.temperature, s.chunk_tokens, with_entropy=True)
     mask = micro.completion_mask
     old = micro.old_logp if micro.old_logp is not None else logp.detach()
     obj = OBJECTIVES.get(alg.objective.name).fn
-    loss_tok, metrics = obj(ObjectiveInputs(logp, old, micro.advantages, mask), alg.objective.params)
+    inputs = ObjectiveInputs(logp, old, micro.advantages, mask, micro.behaviour_logp, entropy)
+    loss_tok, metrics = obj(inputs, alg.objective.params)
+    if micro.behaviour_logp is not None:
+        corr = CORRECTIONS.get(alg.correction.name).fn(CorrectionInputs(old, micro.behaviour_logp, mask),
+                                                        alg.correction.params)
+        loss_tok = loss_tok * corr[0].detach()
+        metrics = {**metrics, **{f"is/{k}": v for k, v in corr[1].items()}}
     if micro.ref_logp is not None:
         kl = KL_ESTIMATORS.get(alg.kl.estimator).fn(logp, micro.ref_logp)
         meter.tokens("kl", kl, mask)
         if alg.kl.coef > 0:
             loss_tok = loss_tok + alg.kl.coef * kl
-    agg = AGGREGATIONS.get(alg.aggregation.name).fn
-    loss = agg(loss_tok, mask, counts, alg.aggregation.params)
+    loss = aggregate(micro.loss_coef, loss_tok, mask)
     meter.tokens("entropy", entropy, mask)
     for name, v in metrics.items():
         meter.tokens(name, v, mask)
@@ -99,11 +105,11 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     for _ in range(alg.epochs):
         shuffle = generator if alg.minibatches > 1 else None
         for mb in batch.minibatches(alg.minibatches, shuffle):
-            counts = LossCounts(num_tokens=float(mb.completion_mask.sum()), num_seqs=float(mb.size))
+            mb = with_loss_coef(mb, alg)
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
             for micro in mb.micro_batches(s.micro_batch_size):
-                loss = _micro_loss(model, micro, counts, s, meter)
+                loss = _micro_loss(model, micro, s, meter)
                 loss.backward()
                 total += float(loss.detach())
             if not torch.isfinite(torch.tensor(total)):
@@ -120,5 +126,11 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     return out
 
 
-def attach(batch: RolloutBatch, **tensors: torch.Tensor | None) -> RolloutBatch:
-    return replace(batch, **tensors)
+def with_loss_coef(mb: RolloutBatch, alg: AlgorithmConfig) -> RolloutBatch:
+    """Attach the aggregation's coefficients, computed over the whole minibatch, as ``[N, T]``."""
+    agg = AGGREGATIONS.get(alg.aggregation.name)
+    coef = agg.fn(AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages), alg.aggregation.params)
+    coef = coef.to(mb.completion_mask.device, torch.float32)
+    if coef.dim() == 1:
+        coef = coef[:, None].expand_as(mb.completion_mask)
+    return replace(mb, loss_coef=coef.contiguous())

@@ -1,0 +1,58 @@
+"""The four standard loss aggregations (verl's ``loss_agg_mode`` names, with ``_``).
+
+Every aggregation is linear in the per-token losses: ``loss = sum_{i,t} c_{i,t} M_{i,t} l_{i,t}``. A
+registered aggregation returns the coefficients ``c`` ([N] or [N, T]) computed once from the *whole
+minibatch*; each micro-batch then contributes its rows' share, so the minibatch gradient is the same however
+it is split into micro-batches or across ranks. With B completions and L_i = sum_t M_{i,t}:
+
+    token_mean               c_i = 1 / sum_j L_j                      (DAPO; rlvr's default)
+    seq_mean_token_mean      c_i = 1 / (B L_i)                        (original GRPO, GSPO)
+    seq_mean_token_sum       c_i = 1 / B
+    seq_mean_token_sum_norm  c_i = 1 / (B L_const)                    (Dr. GRPO; L_const is a config constant)
+
+Dr. GRPO's constant must be the same in every micro-batch, so it is config (``max_len``), never the
+padded width of a tensor. Some peer snapshots dropped the 1/B; rlvr keeps it, as the paper does.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from rlvr.algorithms.registry import AGGREGATIONS, AggregationInputs
+from rlvr.registry import Params
+
+__all__ = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm",
+           "TokenSumNormParams"]
+
+
+@AGGREGATIONS.register("token_mean")
+def token_mean(inp: AggregationInputs, p: Params) -> torch.Tensor:
+    """Mean over all completion tokens of the minibatch (DAPO's token-level loss)."""
+    n = inp.mask.shape[0]
+    return torch.full((n,), 1.0 / max(float(inp.mask.sum()), 1.0))
+
+
+@AGGREGATIONS.register("seq_mean_token_mean")
+def seq_mean_token_mean(inp: AggregationInputs, p: Params) -> torch.Tensor:
+    """Mean over tokens inside each completion, then over completions (original GRPO)."""
+    n = inp.mask.shape[0]
+    return 1.0 / (max(n, 1) * inp.lengths.clamp(min=1.0))
+
+
+@AGGREGATIONS.register("seq_mean_token_sum")
+def seq_mean_token_sum(inp: AggregationInputs, p: Params) -> torch.Tensor:
+    """Sum over tokens inside each completion, mean over completions."""
+    n = inp.mask.shape[0]
+    return torch.full((n,), 1.0 / max(n, 1))
+
+
+class TokenSumNormParams(Params):
+    max_len: int = Field(..., gt=0, description="the constant normaliser L (usually rollout.max_new_tokens)")
+
+
+@AGGREGATIONS.register("seq_mean_token_sum_norm", TokenSumNormParams)
+def seq_mean_token_sum_norm(inp: AggregationInputs, p: TokenSumNormParams) -> torch.Tensor:
+    """Token sum over a constant length and the number of completions (Dr. GRPO)."""
+    n = inp.mask.shape[0]
+    return torch.full((n,), 1.0 / (max(n, 1) * p.max_len))

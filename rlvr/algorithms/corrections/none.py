@@ -1,0 +1,15 @@
+"""``none``: no importance-sampling correction (weights of 1); the engine-vs-trainer mismatch is still
+reported as the ``logp_mismatch`` metric."""
+
+from __future__ import annotations
+
+import torch
+
+from rlvr.algorithms.registry import CORRECTIONS, CorrectionInputs, CorrectionOutput
+from rlvr.registry import Params
+
+
+@CORRECTIONS.register("none")
+def no_correction(inp: CorrectionInputs, p: Params) -> CorrectionOutput:
+    """No correction: every token has weight 1."""
+    return torch.ones_like(inp.mask), {}
