@@ -22,6 +22,7 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML 
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="override, e.g. optim.lr=1e-4 (repeatable)")]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", "-o", help="run directory (default: runs/<time>)")]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="shortcut for --set seed=N")]
+RecipeOpt = Annotated[Optional[str], typer.Option("--recipe", "-r", help="start from a method's recipe (see `rlvr recipes`)")]
 
 
 def _quiet_libraries() -> None:
@@ -33,14 +34,14 @@ def _quiet_libraries() -> None:
 
 
 def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path] = None,
-            seed: Optional[int] = None) -> RunConfig:
+            seed: Optional[int] = None, recipe: Optional[str] = None) -> RunConfig:
     overrides = list(sets or [])
     if out is not None:
         overrides.append(f"out={out}")
     if seed is not None:
         overrides.append(f"seed={seed}")
     try:
-        return load_config(config, overrides)
+        return load_config(config, overrides, recipe=recipe)
     except ConfigError as e:
         console.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
         raise typer.Exit(2)
@@ -53,7 +54,7 @@ def _fail(msg: str, code: int = 1) -> None:
 
 @app.command()
 def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None,
-          resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None):
+          recipe: RecipeOpt = None, resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None):
     """Train with RL. With no arguments: the built-in CPU demo (tiny model, SFT warm-up, GRPO, eval)."""
     from rlvr.tasks.jsonl import DataError
     from rlvr.train.run import resume as resume_run, train as train_run
@@ -62,11 +63,11 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
     _quiet_libraries()
     try:
         if resume is not None:
-            if config is not None or out is not None:
+            if config is not None or out is not None or recipe is not None:
                 _fail("--resume continues the run with its own config.yaml; use --set to change fields")
             summary = resume_run(resume, list(set_ or []) + ([f"seed={seed}"] if seed is not None else []))
         else:
-            summary = train_run(_config(config, set_, out, seed))
+            summary = train_run(_config(config, set_, out, seed, recipe))
     except ConfigError as e:
         _fail(str(e), 2)
     except (DataError, FileNotFoundError, FileExistsError) as e:
@@ -84,9 +85,11 @@ def _print_summary(summary: dict) -> None:
     t.add_column("metric")
     t.add_column("value", justify="right")
     before, after = summary.get("eval_before") or {}, summary.get("eval_after") or {}
-    if before:
-        t.add_row("held-out accuracy before RL", f"{before['accuracy']:.3f}")
-    t.add_row("held-out accuracy after RL", f"{after.get('accuracy', float('nan')):.3f}")
+    for key, label in (("accuracy", "held-out accuracy"), ("greedy_accuracy", "held-out greedy accuracy")):
+        if key in before:
+            t.add_row(f"{label} before RL", f"{before[key]:.3f}")
+        if key in after:
+            t.add_row(f"{label} after RL", f"{after[key]:.3f}")
     t.add_row("RL seconds", f"{summary['rl_seconds']:.1f}")
     t.add_row("peak memory (MB)", f"{summary['peak_memory_mb']:.0f}")
     Console().print(t)
@@ -124,8 +127,22 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
     Console().print_json(json.dumps(result))
 
 
+@app.command()
+def recipes():
+    """List the method recipes usable with `rlvr train --recipe NAME`."""
+    from rlvr.recipes import list_recipes
+
+    t = Table(title="recipes")
+    t.add_column("name", style="bold")
+    t.add_column("method")
+    t.add_column("paper")
+    for name, desc, cite in list_recipes():
+        t.add_row(name, desc, cite)
+    Console(width=200).print(t)
+
+
 @app.command("config")
-def show_config(config: ConfigOpt = None, set_: SetOpt = None,
+def show_config(config: ConfigOpt = None, set_: SetOpt = None, recipe: RecipeOpt = None,
                 reference: Annotated[bool, typer.Option("--reference", help="print every field as Markdown")] = False):
     """Validate a config and print it fully resolved (every default filled in)."""
     if reference:
@@ -133,7 +150,7 @@ def show_config(config: ConfigOpt = None, set_: SetOpt = None,
 
         sys.stdout.write(config_reference())
         return
-    sys.stdout.write(dump_config(_config(config, set_)))
+    sys.stdout.write(dump_config(_config(config, set_, recipe=recipe)))
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValida
                       WithJsonSchema, model_validator)
 
 import rlvr.algorithms  # noqa: F401  (registers components)
+from rlvr.algorithms.kl_schedules import KL_SCHEDULES
 import rlvr.rollout  # noqa: F401
 import rlvr.tasks  # noqa: F401
 from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES
@@ -93,6 +94,33 @@ class RolloutConfig(Section):
 class KLConfig(Section):
     estimator: _named(KL_ESTIMATORS) = Field("k3", description="KL estimator against the frozen reference")
     coef: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model")
+    placement: Literal["loss", "reward"] = Field(
+        "loss", description="add coef x KL to the per-token loss (GRPO), or subtract coef x sum_t KL from the "
+                            "reward before advantages (PPO-style)")
+    schedule: _component(KL_SCHEDULES, "constant") = Field({"name": "constant"}, validate_default=True,
+                                                          description="how the coefficient moves over the run")
+
+
+class DynamicSamplingConfig(Section):
+    """DAPO dynamic sampling: drop groups with no signal and sample more prompts until the batch is full."""
+
+    enabled: bool = Field(False, description="drop zero-variance groups and resample")
+    metric: Literal["reward", "correct"] = Field(
+        "reward", description="what must vary inside a kept group: the training reward or correctness (verl's acc)")
+    max_rounds: int = Field(3, gt=0, description="generation rounds per step at most (the first included)")
+    batch_prompts: int | None = Field(None, gt=0, description="prompts per extra round (default: prompts_per_step)")
+    on_shortfall: Literal["proceed", "error"] = Field(
+        "proceed", description="when rounds run out: train on the groups found, or stop (verl)")
+
+
+class OverlongConfig(Section):
+    """DAPO's treatment of completions that hit the length limit."""
+
+    filter: bool = Field(False, description="mask truncated completions out of the loss (overlong filtering)")
+    soft_penalty: bool = Field(False, description="add the soft overlong punishment to the reward")
+    buffer_frac: float = Field(0.2, gt=0.0, le=1.0, description="L_cache as a fraction of rollout.max_new_tokens "
+                                                                 "(DAPO: 4096 of 20480 = 0.2)")
+    factor: float = Field(1.0, ge=0.0, description="penalty at the limit (-factor)")
 
 
 class AlgorithmConfig(Section):
@@ -105,6 +133,8 @@ class AlgorithmConfig(Section):
     correction: _component(CORRECTIONS, "none") = Field({"name": "none"}, validate_default=True,
                                                         description="engine-vs-trainer importance-sampling correction")
     kl: KLConfig = Field(default_factory=KLConfig)
+    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
+    overlong: OverlongConfig = Field(default_factory=OverlongConfig)
     epochs: int = Field(1, gt=0, description="update passes over each rollout batch (mu)")
     minibatches: int = Field(4, gt=0, description="optimizer steps per pass; the batch splits evenly")
 
@@ -136,12 +166,22 @@ class SFTConfig(Section):
 class EvalConfig(Section):
     split: str = Field("eval", description="task split to evaluate on")
     num_examples: int | None = Field(None, gt=0, description="evaluate on the first K examples (null: all)")
-    temperature: float = Field(0.0, ge=0.0, description="0 is greedy decoding")
-    samples: int = Field(1, gt=0, description="samples per prompt")
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature; 0 is greedy decoding")
+    samples: int = Field(4, gt=0, description="samples per prompt (accuracy is avg@samples); 1 when greedy")
+    report_greedy: bool = Field(True, description="also report greedy accuracy when sampling")
     batch_size: int = Field(512, gt=0, description="sequences per generate call")
 
 
+class RecipeInfo(Section):
+    """Where a run's algorithm came from (filled in by ``--recipe``)."""
+
+    name: str = Field(..., description="recipe name")
+    description: str = Field("", description="one line: what the method changes")
+    citation: str = Field("", description="the paper")
+
+
 class RunConfig(Section):
+    recipe: RecipeInfo | None = Field(None, description="the recipe this run started from")
     seed: int = Field(0, description="one seed fixes init, data order and sampling")
     out: str | None = Field(None, description="run directory (default: runs/<time>)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where to train")
@@ -162,6 +202,8 @@ class RunConfig(Section):
             problems.append(
                 f"algorithm.minibatches={self.algorithm.minibatches} must divide the completions per step "
                 f"(rollout.prompts_per_step x rollout.group_size = {n})")
+        if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
+            problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry in COMPONENT_FIELDS:
             comp = _lookup(self, key)
             entry = registry.get(comp.name)
@@ -174,6 +216,7 @@ class RunConfig(Section):
 
 COMPONENT_FIELDS = [("algorithm.advantage", ADVANTAGES), ("algorithm.objective", OBJECTIVES),
                     ("algorithm.aggregation", AGGREGATIONS), ("algorithm.correction", CORRECTIONS),
+                    ("algorithm.kl.schedule", KL_SCHEDULES),
                     ("task", TASKS)]
 
 
@@ -213,10 +256,28 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``top`` over ``base`` (mappings merge, anything else replaces)."""
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and "name" not in v:
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                base: dict[str, Any] | None = None) -> RunConfig:
-    """Validate YAML (or ``base``) plus overrides into a frozen :class:`RunConfig`; raise ConfigError."""
+                base: dict[str, Any] | None = None, recipe: str | None = None) -> RunConfig:
+    """Validate recipe, then YAML (or ``base``), then overrides into a frozen :class:`RunConfig`.
+
+    Raises :class:`ConfigError` naming every bad field.
+    """
     raw: dict[str, Any] = dict(base or {})
+    if recipe is not None:
+        from rlvr.recipes import load_recipe
+
+        raw = _merge(load_recipe(recipe), raw)
     if path is not None:
         p = Path(path)
         if not p.is_file():
@@ -227,7 +288,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError([f"{p}: invalid YAML: {e}"]) from None
         if not isinstance(loaded, dict):
             raise ConfigError([f"{p}: expected a mapping at the top level"])
-        raw.update(loaded)
+        raw = _merge(raw, loaded)
     raw = apply_overrides(raw, overrides or [])
     try:
         return RunConfig.model_validate(raw)

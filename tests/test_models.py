@@ -44,8 +44,9 @@ def test_local_hf_directory_round_trip(tmp_path, arch):
     model.save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
     loaded, tok2 = load_model(ModelConfig(path=str(tmp_path / "m")))
-    ids = torch.tensor([tok("12+7=")["input_ids"]])
-    assert tok2("12+7=")["input_ids"] == ids[0].tolist()
+    ids = torch.tensor([tok("12 + 7 =")["input_ids"]])
+    assert tok2("12 + 7 =")["input_ids"] == ids[0].tolist()  # spaces survive (Qwen2's class would drop them)
+    assert tok2.decode(ids[0]) == "12 + 7 ="
     assert torch.allclose(model(ids).logits, loaded(ids).logits, atol=1e-6)
     assert type(loaded).__name__.lower().startswith(arch)
 

@@ -76,11 +76,13 @@ def test_rl_raises_reward_on_a_fixed_prompt_set(tmp_path):
     assert summary["eval_after"]["accuracy"] > summary["eval_before"]["accuracy"]
 
 
-def test_resume_from_mid_run_checkpoint_matches_uninterrupted(tiny_cfg_overrides, tmp_path):
-    over = tiny_cfg_overrides + ["train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=5",
-                                 "algorithm.epochs=2", "algorithm.minibatches=2"]
+def test_resume_from_mid_run_checkpoint_matches_uninterrupted(jsonl_cfg_overrides, tmp_path):
+    # the JSONL fixture's partial-credit reward gives every step a real update (prompts contain spaces too)
+    over = jsonl_cfg_overrides + ["train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=5",
+                                  "algorithm.epochs=2", "algorithm.minibatches=2"]
     train(load_config(overrides=over))
     full = tmp_path / "run"
+    assert not same_weights(weights(full, 2), weights(full, 4))  # the comparison below is not vacuous
     part = tmp_path / "part"
     shutil.copytree(full, part)
     shutil.rmtree(part / "checkpoints" / "step_000004")
@@ -93,11 +95,12 @@ def test_resume_from_mid_run_checkpoint_matches_uninterrupted(tiny_cfg_overrides
     assert a == b
 
 
-def test_n_steps_then_m_more_equals_n_plus_m(tiny_cfg_overrides, tmp_path):
-    base = [o for o in tiny_cfg_overrides if not o.startswith("out=")]
+def test_n_steps_then_m_more_equals_n_plus_m(jsonl_cfg_overrides, tmp_path):
+    base = [o for o in jsonl_cfg_overrides if not o.startswith("out=")]
     train(load_config(overrides=base + [f"out={tmp_path / 'a'}", "train.steps=4"]))
     train(load_config(overrides=base + [f"out={tmp_path / 'b'}", "train.steps=2"]))
     resume(tmp_path / "b", ["train.steps=4"])
+    assert not same_weights(weights(tmp_path / "b", 2), weights(tmp_path / "b", 4))
     assert same_weights(weights(tmp_path / "a", 4), weights(tmp_path / "b", 4))
     opt_a = load_file(str(tmp_path / "a" / "checkpoints" / "step_000004" / "optimizer.safetensors"))
     opt_b = load_file(str(tmp_path / "b" / "checkpoints" / "step_000004" / "optimizer.safetensors"))
@@ -105,15 +108,19 @@ def test_n_steps_then_m_more_equals_n_plus_m(tiny_cfg_overrides, tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tiny_cfg_overrides, tmp_path, monkeypatch):
-    real = update_mod._micro_loss
-    calls = {"n": 0}
+    real_loss, real_step = update_mod._micro_loss, loop_mod.rl_step
+    poison = {"on": False}
 
     def poisoned(*a, **k):
-        calls["n"] += 1
-        loss = real(*a, **k)
-        return loss * float("nan") if calls["n"] > 2 * 2 else loss  # 2 micro-batches per step; step 3 is NaN
+        loss = real_loss(*a, **k)
+        return loss * float("nan") if poison["on"] else loss
+
+    def step(cfg, c, i):
+        poison["on"] = i == 2  # the third step's loss is NaN
+        return real_step(cfg, c, i)
 
     monkeypatch.setattr(update_mod, "_micro_loss", poisoned)
+    monkeypatch.setattr(loop_mod, "rl_step", step)
     with pytest.raises(NonFiniteError, match="optimizer step was not taken"):
         train(load_config(overrides=tiny_cfg_overrides + ["train.steps=5"]))
     run = tmp_path / "run"

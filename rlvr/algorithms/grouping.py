@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["group_mean", "group_std", "group_sizes", "group_constant"]
+__all__ = ["group_mean", "group_std", "group_sizes", "group_constant", "group_sum", "leave_one_out_mean"]
 
 
 def _dense(group_index: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -53,3 +53,19 @@ def group_std(x: torch.Tensor, group_index: torch.Tensor, unbiased: bool = True)
     n = torch.zeros(g, dtype=torch.float64).index_add_(0, inv, torch.ones_like(x))
     denom = (n - 1).clamp(min=1) if unbiased else n
     return (ss / denom).sqrt()[inv]
+
+
+def group_sum(x: torch.Tensor, group_index: torch.Tensor) -> torch.Tensor:
+    """[N] sum of each row's group, in float64."""
+    inv, g = _dense(group_index)
+    return torch.zeros(g, dtype=torch.float64).index_add_(0, inv, x.to(torch.float64))[inv]
+
+
+def leave_one_out_mean(x: torch.Tensor, group_index: torch.Tensor) -> torch.Tensor:
+    """[N] mean of the OTHER rows of each row's group, ``(sum_g - x_i) / (n_g - 1)``, in float64.
+
+    A group of one has no other rows; its entry is 0 (callers decide what a singleton means).
+    """
+    x = x.to(torch.float64)
+    others = group_sizes(group_index) - 1
+    return torch.where(others > 0, (group_sum(x, group_index) - x) / others.clamp(min=1), torch.zeros_like(x))

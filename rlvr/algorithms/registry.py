@@ -47,10 +47,18 @@ class AggregationInputs:
     mask: torch.Tensor  # [N, T] completion mask
     group_index: torch.Tensor  # [N]
     advantages: torch.Tensor | None = None  # [N, T]
+    max_new_tokens: int | None = None  # the run's completion limit, the default constant normaliser
 
     @property
     def lengths(self) -> torch.Tensor:
         return self.mask.sum(-1)
+
+    def constant_len(self, configured: int | None) -> int:
+        """A configured constant normaliser, else the run's ``rollout.max_new_tokens``."""
+        value = configured if configured is not None else self.max_new_tokens
+        if value is None:
+            raise ValueError("this aggregation needs max_len (or the run's rollout.max_new_tokens)")
+        return value
 
 
 def aggregate(coef: torch.Tensor, loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -67,11 +67,13 @@ class RolloutBatch:
         return replace(self, prompt_len=self.prompt_len - lead, **upd)
 
     def minibatches(self, n: int, generator: torch.Generator | None = None) -> list["RolloutBatch"]:
-        """Split into ``n`` equal minibatches (shuffled when a generator is given)."""
-        if self.size % n:
-            raise ValueError(f"{self.size} completions cannot be split into {n} equal minibatches")
+        """Split into ``min(n, size)`` minibatches of near-equal size (shuffled when a generator is given).
+
+        Sizes differ by at most one when dynamic sampling or ragged groups leave a batch that ``n`` does
+        not divide.
+        """
         order = torch.randperm(self.size, generator=generator) if generator is not None else torch.arange(self.size)
-        return [self.select(chunk) for chunk in order.chunk(n)]
+        return [self.select(chunk) for chunk in torch.tensor_split(order, min(n, self.size))]
 
     def micro_batches(self, size: int) -> Iterator["RolloutBatch"]:
         for start in range(0, self.size, size):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
+                          PreTrainedTokenizerFast)
 
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
 
@@ -28,7 +30,18 @@ class ModelConfig(BaseModel):
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    """The directory's tokenizer, as saved.
+
+    A generic ``tokenizers``-backed tokenizer (rlvr's tiny one) is loaded as exactly that class: given a
+    ``config.json`` of a Qwen2 model beside it, ``AutoTokenizer`` would substitute Qwen2's tokenizer class,
+    whose pre-tokenizer drops spaces, so a checkpoint would tokenize differently from the run that wrote it.
+    """
+    cfg_file = Path(path) / "tokenizer_config.json"
+    saved_class = json.loads(cfg_file.read_text()).get("tokenizer_class") if cfg_file.is_file() else None
+    if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+        tok = PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
+    else:
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if tok.pad_token_id is None:
         if tok.eos_token_id is None:
             raise ValueError(f"tokenizer at {path} has neither a pad nor an eos token")

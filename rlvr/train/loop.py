@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterator
 import torch
 
 from rlvr.algorithms.grouping import group_constant
-from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.algorithms.registry import ADVANTAGES, KL_ESTIMATORS, AdvantageInputs
 from rlvr.config import RunConfig
 from rlvr.core.batch import build_batch
-from rlvr.core.types import SamplingParams
+from rlvr.train.rollouts import collect_rollouts
 from rlvr.train.update import UpdateSettings, batch_logprobs, needs_old_logp, update_policy
 
 __all__ = ["Components", "rl_step", "train_loop", "step_seed"]
@@ -43,6 +43,7 @@ class Components:
     scheduler: Any
     ref_model: Any = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    kl: Any = None  # KLController; None means a constant kl.coef
 
 
 def step_seed(seed: int, step: int, salt: int = 0) -> int:
@@ -50,40 +51,60 @@ def step_seed(seed: int, step: int, salt: int = 0) -> int:
     return (seed * 1_000_003 + step * 7_919 + salt * 104_729) % (2**31 - 1)
 
 
-def settings(cfg: RunConfig) -> UpdateSettings:
+def settings(cfg: RunConfig, kl_coef: float | None = None) -> UpdateSettings:
+    coef = cfg.algorithm.kl.coef if kl_coef is None else kl_coef
+    in_loss = cfg.algorithm.kl.placement == "loss"
     return UpdateSettings(cfg.algorithm, cfg.train.micro_batch_size, cfg.rollout.temperature,
-                          cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm)
+                          cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm, coef if in_loss else 0.0,
+                          cfg.rollout.max_new_tokens)
+
+
+def _kl_in_reward(cfg: RunConfig, c: Components, batch, s: UpdateSettings, coef: float):
+    """PPO-style KL penalty: r_i -= coef * sum_t KL_t(pi_old || pi_ref), before advantages."""
+    old = batch_logprobs(c.model, batch, s)
+    ref = batch_logprobs(c.ref_model, batch, s)
+    kl = KL_ESTIMATORS.get(cfg.algorithm.kl.estimator).fn(old, ref) * batch.completion_mask
+    rewards = batch.rewards - coef * kl.sum(-1).double().cpu()
+    mean_kl = float(kl.sum() / batch.completion_mask.sum().clamp(min=1))
+    return replace(batch, rewards=rewards, old_logp=old, ref_logp=None), mean_kl
 
 
 def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
     """One RL step; returns its metrics."""
     t0 = time.perf_counter()
-    examples = c.sampler.next(cfg.rollout.prompts_per_step)
-    requests = c.allocator.allocate(examples, c.stats)
-    sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_new_tokens,
-                              seed=step_seed(cfg.seed, step))
-    completions = c.engine.generate(requests, sampling)
+    ro = collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
     t1 = time.perf_counter()
-    scores = [c.task.score(requests[comp.group].example, comp.text) for comp in completions]
-    t2 = time.perf_counter()
-    batch = build_batch(completions, [s.reward for s in scores], c.tokenizer.pad_token_id)
+    correct = [sc.components.get("correct", 0.0) for sc in ro.scores]
+    c.stats.update([comp.example_id for comp in ro.completions], correct, step)
+    if not ro.completions:  # dynamic sampling found no group with signal: nothing to learn from
+        g = ro.metrics
+        return {**g, "reward": g["generated/reward"], "accuracy": g["generated/accuracy"],
+                "completion_length": g["generated/completion_length"], "update_skipped": 1.0,
+                "kl": 0.0, "time/step": t1 - t0}
+    batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id)
+    coef = c.kl.coef_at(step) if c.kl is not None else cfg.algorithm.kl.coef
+    s = settings(cfg, coef)
+    reward_kl = None
+    if c.ref_model is not None and cfg.algorithm.kl.placement == "reward":
+        batch, reward_kl = _kl_in_reward(cfg, c, batch.to(c.device), s, coef)
+        batch = batch.to("cpu")
     adv_entry = ADVANTAGES.get(cfg.algorithm.advantage.name)
     adv = adv_entry.fn(AdvantageInputs(batch.rewards, batch.group_index, batch.lengths, batch.completion_mask),
                        cfg.algorithm.advantage.params)
     if adv.dim() == 1:
         adv = adv[:, None] * batch.completion_mask
-    batch = replace(batch, advantages=adv.float()).to(c.device)
-    s = settings(cfg)
-    if needs_old_logp(cfg.algorithm):
+    batch = replace(batch, advantages=adv.float())
+    if cfg.algorithm.overlong.filter:  # truncated completions leave the loss and its token counts
+        batch = replace(batch, completion_mask=batch.completion_mask * (~batch.truncated)[:, None].float())
+    batch = batch.to(c.device)
+    if needs_old_logp(cfg.algorithm) and batch.old_logp is None:
         batch = replace(batch, old_logp=batch_logprobs(c.model, batch, s))
-    if c.ref_model is not None:
+    if c.ref_model is not None and reward_kl is None:
         batch = replace(batch, ref_logp=batch_logprobs(c.ref_model, batch, s))
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
-    upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen)
+    upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen) if batch.completion_mask.any() else {}
     c.engine.sync_weights()
-    correct = [sc.components.get("correct", 0.0) for sc in scores]
-    c.stats.update([comp.example_id for comp in completions], correct, step)
-    t3 = time.perf_counter()
+    t2 = time.perf_counter()
     n_tok = float(batch.lengths.sum())
     zero_var = group_constant(batch.rewards, batch.group_index)
     metrics = {
@@ -94,15 +115,19 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
         "truncated_frac": float(batch.truncated.float().mean()),
         "zero_variance_group_frac": float(zero_var.float().mean()),
         "completions": float(batch.size),
-        "time/rollout": t1 - t0,
-        "time/score": t2 - t1,
-        "time/update": t3 - t2,
-        "time/step": t3 - t0,
-        "tokens_per_s": n_tok / max(t3 - t0, 1e-9),
-        "gen_tokens_per_s": n_tok / max(t1 - t0, 1e-9),
+        "time/update": t2 - t1,
+        "time/step": t2 - t0,
+        "tokens_per_s": n_tok / max(t2 - t0, 1e-9),
+        "gen_tokens_per_s": n_tok / max(ro.metrics["time/rollout"], 1e-9),
+        **ro.metrics,
     }
     metrics.update(upd)
+    if reward_kl is not None:
+        metrics["kl"] = reward_kl
     metrics.setdefault("kl", 0.0)
+    metrics["kl_coef"] = coef
+    if c.kl is not None:
+        c.kl.observe(metrics)
     return metrics
 
 

@@ -11,8 +11,9 @@ PANELS = [("reward", "reward"), ("eval/accuracy", "held-out accuracy"), ("comple
           ("kl", "KL to reference"), ("entropy", "entropy")]
 
 
-def plot_run(metrics: list[dict[str, Any]], path: str | Path, eval_points: list[tuple[int, float]] = ()) -> Path:
-    """Write a PNG with one panel per metric; ``eval_points`` adds held-out accuracy at given steps."""
+def plot_run(metrics: list[dict[str, Any]], path: str | Path,
+             eval_series: dict[str, list[tuple[int, float]]] | None = None) -> Path:
+    """Write a PNG with one panel per metric; ``eval_series`` are labelled held-out accuracy curves."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -20,12 +21,18 @@ def plot_run(metrics: list[dict[str, Any]], path: str | Path, eval_points: list[
 
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.2))
     for ax, (key, title) in zip(axes, PANELS):
-        pts = [(m["step"], m[key]) for m in metrics if isinstance(m.get(key), (int, float))]
         if key == "eval/accuracy":
-            pts = sorted(set(pts) | set(eval_points))
-        if pts:
-            xs, ys = zip(*pts)
-            ax.plot(xs, ys, marker="o" if key == "eval/accuracy" else None, lw=1.5)
+            for label, pts in (eval_series or {}).items():
+                if pts:
+                    xs, ys = zip(*sorted(pts))
+                    ax.plot(xs, ys, marker="o", lw=1.5, label=label)
+            ax.set_ylim(0, 1)
+            ax.legend(fontsize=8)
+        else:
+            pts = [(m["step"], m[key]) for m in metrics if isinstance(m.get(key), (int, float))]
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, lw=1.5)
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -24,6 +24,7 @@ from rlvr.models.loading import ModelConfig, load_model
 from rlvr.rollout.base import ENGINES
 from rlvr.sampling import FixedBudget, PromptStats, UniformSampler
 from rlvr.tasks.base import TASKS, Task
+from rlvr.train.kl_control import KLController
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from rlvr.train.logging import MetricsLog, ProgressDisplay, read_metrics
 from rlvr.train.loop import Components, step_seed, train_loop
@@ -69,7 +70,8 @@ def build_task(cfg: RunConfig) -> Task:
 def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0) -> dict[str, Any]:
     e = cfg.eval
     return evaluate(engine, task, e.split, e.num_examples, e.samples, e.temperature,
-                    cfg.rollout.max_new_tokens, seed=step_seed(cfg.seed, 10**6, salt=seed_salt))
+                    cfg.rollout.max_new_tokens, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
+                    report_greedy=e.report_greedy)
 
 
 def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
@@ -95,7 +97,13 @@ def _components(cfg: RunConfig, model, tok, task: Task, device: torch.device, re
     return Components(model=model, tokenizer=tok, task=task, engine=engine,
                       sampler=UniformSampler(task.examples("train"), seed=cfg.seed),
                       allocator=FixedBudget(cfg.rollout.group_size), stats=PromptStats(),
-                      optimizer=opt, scheduler=sched, ref_model=ref_model, device=device)
+                      optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
+                      kl=KLController(cfg.algorithm.kl, cfg.train.steps))
+
+
+def _accuracy_label(cfg: RunConfig) -> str:
+    e = cfg.eval
+    return "greedy" if e.temperature == 0 else f"avg@{e.samples}, T={e.temperature:g}"
 
 
 def _info(m: dict[str, float]) -> str:
@@ -109,7 +117,7 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
 
     def save(step: int) -> None:
         state = {"sampler": c.sampler.state_dict(), "allocator": c.allocator.state_dict(),
-                 "stats": c.stats.state_dict(), **extra}
+                 "stats": c.stats.state_dict(), "kl": c.kl.state_dict(), **extra}
         save_checkpoint(run_dir, step, c.model, c.tokenizer, c.optimizer, c.scheduler, state, keep)
 
     def on_step(step: int, m: dict[str, float]) -> None:
@@ -129,10 +137,13 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
     after = run_eval(cfg, c.engine, c.task)
     metrics = read_metrics(run_dir / "metrics.jsonl")
     before = extra.get("eval_before")
-    points = [(0, before["accuracy"])] if before else []
-    points += [(m["step"], m["eval/accuracy"]) for m in metrics if "eval/accuracy" in m]
-    points.append((cfg.train.steps, after["accuracy"]))
-    plot_run(metrics, run_dir / "plot.png", points)
+    series = {}
+    for key, label in (("accuracy", _accuracy_label(cfg)), ("greedy_accuracy", "greedy")):
+        pts = [(0, before[key])] if before and key in before else []
+        pts += [(m["step"], m[f"eval/{key}"]) for m in metrics if f"eval/{key}" in m]
+        pts += [(cfg.train.steps, after[key])] if key in after else []
+        series[label] = pts
+    plot_run(metrics, run_dir / "plot.png", series)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     summary = {
         "run_dir": str(run_dir), "steps": cfg.train.steps, "seed": cfg.seed,
@@ -196,6 +207,7 @@ def resume(path: str | Path, overrides: list[str] | None = None) -> dict[str, An
     c.sampler.load_state_dict(state["sampler"])
     c.allocator.load_state_dict(state["allocator"])
     c.stats.load_state_dict(state["stats"])
+    c.kl.load_state_dict(state["kl"])
     extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss") if k in state}
     return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
 

@@ -33,6 +33,8 @@ class UpdateSettings:
     temperature: float
     chunk_tokens: int
     max_grad_norm: float | None
+    kl_coef: float = 0.0  # this step's coefficient of the KL term in the loss (0 when KL sits in the reward)
+    max_new_tokens: int | None = None  # default constant normaliser for aggregations that need one
 
 
 def needs_old_logp(alg: AlgorithmConfig) -> bool:
@@ -84,8 +86,8 @@ def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter) ->
     if micro.ref_logp is not None:
         kl = KL_ESTIMATORS.get(alg.kl.estimator).fn(logp, micro.ref_logp)
         meter.tokens("kl", kl, mask)
-        if alg.kl.coef > 0:
-            loss_tok = loss_tok + alg.kl.coef * kl
+        if s.kl_coef > 0:
+            loss_tok = loss_tok + s.kl_coef * kl
     loss = aggregate(micro.loss_coef, loss_tok, mask)
     meter.tokens("entropy", entropy, mask)
     for name, v in metrics.items():
@@ -105,7 +107,7 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     for _ in range(alg.epochs):
         shuffle = generator if alg.minibatches > 1 else None
         for mb in batch.minibatches(alg.minibatches, shuffle):
-            mb = with_loss_coef(mb, alg)
+            mb = with_loss_coef(mb, alg, s.max_new_tokens)
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
             for micro in mb.micro_batches(s.micro_batch_size):
@@ -126,10 +128,11 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     return out
 
 
-def with_loss_coef(mb: RolloutBatch, alg: AlgorithmConfig) -> RolloutBatch:
+def with_loss_coef(mb: RolloutBatch, alg: AlgorithmConfig, max_new_tokens: int | None = None) -> RolloutBatch:
     """Attach the aggregation's coefficients, computed over the whole minibatch, as ``[N, T]``."""
     agg = AGGREGATIONS.get(alg.aggregation.name)
-    coef = agg.fn(AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages), alg.aggregation.params)
+    inp = AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages, max_new_tokens)
+    coef = agg.fn(inp, alg.aggregation.params)
     coef = coef.to(mb.completion_mask.device, torch.float32)
     if coef.dim() == 1:
         coef = coef[:, None].expand_as(mb.completion_mask)

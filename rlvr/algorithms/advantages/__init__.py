@@ -1,3 +1,7 @@
 """Advantage estimators: ``(AdvantageInputs, params) -> [N]`` or ``[N, T]``; one file per method."""
 
-from rlvr.algorithms.advantages import grpo  # noqa: F401  (registration)
+from rlvr.algorithms.advantages import batch_std  # noqa: F401  (registration)
+from rlvr.algorithms.advantages import dr_grpo  # noqa: F401
+from rlvr.algorithms.advantages import grpo  # noqa: F401
+from rlvr.algorithms.advantages import reinforce_pp  # noqa: F401
+from rlvr.algorithms.advantages import rloo  # noqa: F401

@@ -10,8 +10,8 @@ it is split into micro-batches or across ranks. With B completions and L_i = sum
     seq_mean_token_sum       c_i = 1 / B
     seq_mean_token_sum_norm  c_i = 1 / (B L_const)                    (Dr. GRPO; L_const is a config constant)
 
-Dr. GRPO's constant must be the same in every micro-batch, so it is config (``max_len``), never the
-padded width of a tensor. Some peer snapshots dropped the 1/B; rlvr keeps it, as the paper does.
+Dr. GRPO's constant must be the same in every micro-batch, so it is config (``max_len``, by default the
+run's ``rollout.max_new_tokens``, the paper's generation budget), never the padded width of a tensor. Some peer snapshots dropped the 1/B; rlvr keeps it, as the paper does.
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ def seq_mean_token_sum(inp: AggregationInputs, p: Params) -> torch.Tensor:
 
 
 class TokenSumNormParams(Params):
-    max_len: int = Field(..., gt=0, description="the constant normaliser L (usually rollout.max_new_tokens)")
+    max_len: int | None = Field(None, gt=0, description="the constant normaliser L (null: rollout.max_new_tokens)")
 
 
 @AGGREGATIONS.register("seq_mean_token_sum_norm", TokenSumNormParams)
 def seq_mean_token_sum_norm(inp: AggregationInputs, p: TokenSumNormParams) -> torch.Tensor:
     """Token sum over a constant length and the number of completions (Dr. GRPO)."""
     n = inp.mask.shape[0]
-    return torch.full((n,), 1.0 / (max(n, 1) * p.max_len))
+    return torch.full((n,), 1.0 / (max(n, 1) * inp.constant_len(p.max_len)))

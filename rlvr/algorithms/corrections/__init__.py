@@ -3,3 +3,4 @@ log-probs: ``(CorrectionInputs, params) -> (per-token weights [N, T], per-token 
 multiply the per-token loss. One file per method."""
 
 from rlvr.algorithms.corrections import none  # noqa: F401  (registration)
+from rlvr.algorithms.corrections import mis, tis  # noqa: F401  (registration)
