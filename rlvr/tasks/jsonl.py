@@ -17,7 +17,7 @@ from pydantic import Field
 from rlvr.core.types import Example
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
-from rlvr.verifiers import VERIFIERS, from_callable
+from rlvr.verifiers import build_verifier, from_callable
 
 __all__ = ["JsonlParams", "jsonl_task", "read_jsonl_examples", "DataError"]
 
@@ -84,5 +84,5 @@ def jsonl_task(p: JsonlParams) -> Task:
         held = set(idx[:k])
         evals = [e for i, e in enumerate(train) if i in held]
         train = [e for i, e in enumerate(train) if i not in held]
-    verifier = VERIFIERS.get(p.verifier).fn() if ":" not in p.verifier else from_callable(p.verifier)
+    verifier = build_verifier(p.verifier) if ":" not in p.verifier else from_callable(p.verifier)
     return Task(p.name, {"train": train, "eval": evals}, [WeightedVerifier(verifier)])

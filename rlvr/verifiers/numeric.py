@@ -12,6 +12,7 @@ import re
 from fractions import Fraction
 
 from rlvr.core.types import Example, Score
+from rlvr.verifiers.base import BaseVerifier
 
 __all__ = ["parse_number", "extract_answer", "NumericVerifier"]
 
@@ -39,10 +40,14 @@ def extract_answer(text: str) -> str | None:
     return found[-1] if found else None
 
 
-class NumericVerifier:
+class NumericVerifier(BaseVerifier):
     name = "numeric"
 
-    def __call__(self, example: Example, text: str) -> Score:
+    def validation_cases(self):
+        ex = Example("numeric-1", "Half of 1?", "1/2")
+        return [(ex, "0.5", 1.0), (ex, "2/4", 1.0), (ex, "0.6", 0.0), (ex, "no idea", 0.0)]
+
+    def score(self, example: Example, text: str) -> Score:
         gold = parse_number(example.answer)
         if gold is None:
             return Score(0.0, {"correct": 0.0}, {"error": f"gold answer {example.answer!r} is not a number"})
