@@ -56,7 +56,7 @@ def _fail(msg: str, code: int = 1) -> None:
 def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None,
           recipe: RecipeOpt = None, resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None):
     """Train with RL. With no arguments: the built-in CPU demo (tiny model, SFT warm-up, GRPO, eval)."""
-    from rlvr.tasks.jsonl import DataError
+    from rlvr.tasks.dataset import DataError
     from rlvr.train.run import resume as resume_run, train as train_run
     from rlvr.train.update import NonFiniteError
 
@@ -125,6 +125,31 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
     if output is not None:
         output.write_text(json.dumps(result, indent=2))
     Console().print_json(json.dumps(result))
+
+
+@app.command()
+def verify(file: Annotated[Path, typer.Argument(help="JSONL of {task, answer, completion, ...} records")],
+           out: Annotated[Optional[Path], typer.Option("--out", "-o", help="scores JSONL (default: FILE.scores.jsonl)")] = None,
+           verifier: Annotated[Optional[str], typer.Option("--verifier", help="score every record with this verifier")] = None,
+           workers: Annotated[int, typer.Option(help="scoring threads")] = 4,
+           timeout: Annotated[float, typer.Option(help="seconds per batch of records before late ones score 0")] = 60.0):
+    """Score a JSONL file of completions with registered verifiers; one output line per input line."""
+    from rlvr.verify import verify_file
+
+    out = out or file.with_suffix(".scores.jsonl")
+    bar = None
+    try:
+        from rlvr.train.logging import ProgressDisplay
+
+        total = sum(1 for _ in file.open("rb")) if file.is_file() else 0
+        bar = ProgressDisplay("verify", total, every=max(1, total // 10))
+        summary = verify_file(file, out, verifier, workers, timeout, on_progress=lambda n: bar.update(n, ""))
+    except FileNotFoundError as e:
+        _fail(str(e), 2)
+    finally:
+        if bar is not None:
+            bar.close()
+    Console().print_json(json.dumps(summary))
 
 
 @app.command()

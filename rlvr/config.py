@@ -91,6 +91,12 @@ class RolloutConfig(Section):
     batch_size: int = Field(256, gt=0, description="sequences per generate call")
 
 
+class ScoringConfig(Section):
+    workers: int = Field(1, gt=0, description="threads scoring completions (1: in-line)")
+    timeout_s: float = Field(60.0, gt=0.0, description="deadline for scoring one step's completions; "
+                                                        "late ones score 0 and count in score/timeouts")
+
+
 class KLConfig(Section):
     estimator: _named(KL_ESTIMATORS) = Field("k3", description="KL estimator against the frozen reference")
     coef: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model")
@@ -188,6 +194,7 @@ class RunConfig(Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: _component(TASKS, "arithmetic") = Field({"name": "arithmetic"}, validate_default=True, description="task")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

@@ -32,7 +32,9 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
 
 
 def _allowed(model: type[BaseModel] | None) -> str:
-    return f" (allowed: {', '.join(model.model_fields)})" if model is not None else ""
+    if model is None:
+        return ""
+    return f" (allowed: {', '.join(model.model_fields)})" if model.model_fields else " (it takes no fields)"
 
 
 def _line(root: type[BaseModel], err: dict[str, Any], prefix: str = "") -> str:

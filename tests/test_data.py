@@ -8,7 +8,7 @@ import pytest
 from rlvr.config import load_config
 from rlvr.core.types import Example
 from rlvr.tasks import TASKS, DataError
-from rlvr.tasks.jsonl import JsonlParams
+from rlvr.tasks.dataset import JsonlParams
 from rlvr.verifiers import NumericVerifier, parse_number, validate_verifier
 from rlvr.train.run import build_task
 
@@ -109,3 +109,55 @@ def test_task_score_never_raises():
     t = Task("t", {"train": [Example("a", "q", "1")]}, [WeightedVerifier(Boom())])
     s = t.score(t.examples("train")[0], "1")
     assert s.reward == 0.0 and "RuntimeError" in s.info["boom.error"]
+
+
+def _rows():
+    return [{"question": f"{i}+{i}=", "gold": str(2 * i), "uid": f"q{i}", "level": i % 3} for i in range(10)]
+
+
+def test_parquet_with_field_mapping(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.Table.from_pylist(_rows()), path)
+    task = TASKS.get("dataset").fn(JsonlParams(train_path=str(path), prompt_field="question", answer_field="gold",
+                                               id_field="uid", eval_fraction=0.2))
+    exs = task.examples("train") + task.examples("eval")
+    assert sorted(e.id for e in exs) == sorted(f"q{i}" for i in range(10))
+    ex = next(e for e in exs if e.id == "q3")
+    assert ex.prompt == "3+3=" and ex.answer == "6" and ex.meta["level"] == 0
+    assert task.score(ex, "6").reward == 1.0
+
+
+def test_saved_hf_dataset_and_dict_splits(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_list(_rows())
+    ds.save_to_disk(str(tmp_path / "one"))
+    task = TASKS.get("dataset").fn(JsonlParams(train_path=str(tmp_path / "one"), prompt_field="question",
+                                               answer_field="gold", eval_fraction=0.0))
+    assert len(task.examples("train")) == 10 and task.examples("train")[0].id == "one-0"
+    datasets.DatasetDict({"train": ds, "test": ds.select(range(3))}).save_to_disk(str(tmp_path / "dict"))
+    with pytest.raises(DataError, match="set task.hf_split"):
+        TASKS.get("dataset").fn(JsonlParams(train_path=str(tmp_path / "dict"), prompt_field="question",
+                                            answer_field="gold"))
+    task = TASKS.get("dataset").fn(JsonlParams(train_path=str(tmp_path / "dict"), hf_split="test",
+                                               prompt_field="question", answer_field="gold", eval_fraction=0.0))
+    assert len(task.examples("train")) == 3
+
+
+def test_verifier_name_and_params_are_checked_at_config_load():
+    from rlvr.config import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown verifier 'nope'"):
+        load_config(overrides=["task.name=dataset", "task.train_path=x.jsonl", "task.verifier=nope"])
+    with pytest.raises(ConfigError, match="verifier_params of 'numeric': bogus: unknown field"):
+        load_config(overrides=["task.name=dataset", "task.train_path=x.jsonl", "task.verifier=numeric",
+                               "task.verifier_params={bogus: 1}"])
+
+
+def test_non_utf8_jsonl_names_the_line(tmp_path):
+    f = tmp_path / "b.jsonl"
+    f.write_bytes(b'{"prompt": "a", "answer": 1}\n\xff\xfe\x00garbage\n')
+    with pytest.raises(DataError, match=r"b.jsonl:2: not UTF-8"):
+        TASKS.get("jsonl").fn(JsonlParams(train_path=str(f)))

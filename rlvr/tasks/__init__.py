@@ -1,7 +1,7 @@
 """Tasks: examples in splits and the verifiers that score them."""
 
-from rlvr.tasks import arithmetic, jsonl  # noqa: F401  (registration)
+from rlvr.tasks import arithmetic, dataset, gym  # noqa: F401  (registration)
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
-from rlvr.tasks.jsonl import DataError, read_jsonl_examples
+from rlvr.tasks.dataset import DataError, read_examples, read_jsonl_examples
 
-__all__ = ["TASKS", "DataError", "Task", "WeightedVerifier", "read_jsonl_examples"]
+__all__ = ["TASKS", "DataError", "Task", "WeightedVerifier", "read_examples", "read_jsonl_examples"]

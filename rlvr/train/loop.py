@@ -44,6 +44,13 @@ class Components:
     ref_model: Any = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     kl: Any = None  # KLController; None means a constant kl.coef
+    scorer: Any = None  # Scorer; None scores in-line with task.score
+
+    def __post_init__(self):
+        if self.scorer is None:
+            from rlvr.tasks.scoring import Scorer
+
+            self.scorer = Scorer(self.task)
 
 
 def step_seed(seed: int, step: int, salt: int = 0) -> int:

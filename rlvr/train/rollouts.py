@@ -40,7 +40,8 @@ def _round(cfg, c, k: int, seed: int) -> Rollouts:
     t0 = time.perf_counter()
     completions = c.engine.generate(requests, sampling)
     t1 = time.perf_counter()
-    scores = [c.task.score(requests[comp.group].example, comp.text) for comp in completions]
+    scores, score_stats = c.scorer.score_many([requests[comp.group].example for comp in completions],
+                                              [comp.text for comp in completions])
     t2 = time.perf_counter()
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)
     ov = cfg.algorithm.overlong
@@ -53,14 +54,18 @@ def _round(cfg, c, k: int, seed: int) -> Rollouts:
     seen = {"time/rollout": t1 - t0, "time/score": t2 - t1,
             "generated/reward_sum": float(rewards.sum()),
             "generated/correct_sum": sum(sc.components.get("correct", 0.0) for sc in scores),
-            "generated/length_sum": float(sum(len(comp) for comp in completions)), "generated/n": float(n)}
+            "generated/length_sum": float(sum(len(comp) for comp in completions)), "generated/n": float(n),
+            "score/timeouts": score_stats["score/timeouts"], "score/errors": score_stats["score/errors"]}
     return Rollouts(requests, completions, scores, rewards.tolist(), seen)
 
 
-def _generated_summary(sums: dict[str, float]) -> dict[str, float]:
-    """Means over every completion generated this step, kept or not (the policy's unfiltered performance)."""
+def _step_metrics(sums: dict[str, float]) -> dict[str, float]:
+    """Timings and scoring counts summed over rounds, and means over every completion generated this step,
+    kept or not (the policy's unfiltered performance)."""
     n = max(sums["generated/n"], 1.0)
-    return {"generated/reward": sums["generated/reward_sum"] / n,
+    return {"time/rollout": sums["time/rollout"], "time/score": sums["time/score"],
+            "score/timeouts": sums["score/timeouts"], "score/errors": sums["score/errors"],
+            "generated/reward": sums["generated/reward_sum"] / n,
             "generated/accuracy": sums["generated/correct_sum"] / n,
             "generated/completion_length": sums["generated/length_sum"] / n}
 
@@ -93,9 +98,8 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
     ds = cfg.algorithm.dynamic_sampling
     first = _round(cfg, c, want, seed_for(0))
     if not ds.enabled:
-        first.metrics = {"time/rollout": first.metrics["time/rollout"], "time/score": first.metrics["time/score"],
-                         "rollout/rounds": 1.0, "rollout/completions_generated": float(len(first.completions)),
-                         **_generated_summary(first.metrics)}
+        first.metrics = {**_step_metrics(first.metrics), "rollout/rounds": 1.0,
+                         "rollout/completions_generated": float(len(first.completions))}
         return first
     parts, have, rounds, generated = [], 0, 0, 0
     timing = {k: 0.0 for k in first.metrics}
@@ -117,9 +121,7 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
             f"(algorithm.dynamic_sampling.max_rounds={ds.max_rounds})")
     out = Rollouts([r for p in parts for r in p.requests], [x for p in parts for x in p.completions],
                    [s for p in parts for s in p.scores], [x for p in parts for x in p.rewards], {})
-    out.metrics = {"time/rollout": timing["time/rollout"], "time/score": timing["time/score"],
-                   **_generated_summary(timing),
-                   "rollout/rounds": float(rounds), "rollout/completions_generated": float(generated),
-                   "rollout/informative_groups": float(have),
+    out.metrics = {**_step_metrics(timing), "rollout/rounds": float(rounds),
+                   "rollout/completions_generated": float(generated), "rollout/informative_groups": float(have),
                    "rollout/filled_frac": have / want}
     return out

@@ -24,6 +24,7 @@ from rlvr.models.loading import ModelConfig, load_model
 from rlvr.rollout.base import ENGINES
 from rlvr.sampling import FixedBudget, PromptStats, UniformSampler
 from rlvr.tasks.base import TASKS, Task
+from rlvr.tasks.scoring import Scorer
 from rlvr.train.kl_control import KLController
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from rlvr.train.logging import MetricsLog, ProgressDisplay, read_metrics
@@ -98,7 +99,8 @@ def _components(cfg: RunConfig, model, tok, task: Task, device: torch.device, re
                       sampler=UniformSampler(task.examples("train"), seed=cfg.seed),
                       allocator=FixedBudget(cfg.rollout.group_size), stats=PromptStats(),
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
-                      kl=KLController(cfg.algorithm.kl, cfg.train.steps))
+                      kl=KLController(cfg.algorithm.kl, cfg.train.steps),
+                      scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s))
 
 
 def _accuracy_label(cfg: RunConfig) -> str:

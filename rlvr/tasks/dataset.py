@@ -1,0 +1,164 @@
+"""``dataset`` (and its alias ``jsonl``): a task from users' local data files.
+
+Formats: JSON lines (``.jsonl``/``.json``), parquet (``.parquet``, needs ``pyarrow``) and a dataset saved
+with the ``datasets`` library's ``save_to_disk`` (a directory; needs ``datasets``), detected from the path
+or set with ``format``. Each row needs a prompt and a gold answer; field names are mapped in config.
+``prompt`` is a string or a list of chat messages; ``answer`` is a string or number; an optional ``id`` is
+kept (default ``<file stem>-<row>``); an optional ``completion`` is the supervised target; every other
+field goes to ``Example.meta`` for verifiers that need structured gold data (tests, tables, databases).
+Errors name the file and line (JSONL) or row. Without ``eval_path``, ``eval_fraction`` of the train file is
+held out with ``data_seed``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from rlvr.config_errors import format_params_error
+from rlvr.core.types import Example
+from rlvr.registry import Params, RegistryError
+from rlvr.tasks.base import TASKS, Task, WeightedVerifier
+from rlvr.verifiers import VERIFIERS, build_verifier, from_callable
+
+__all__ = ["DatasetParams", "JsonlParams", "dataset_task", "read_examples", "read_jsonl_examples", "DataError"]
+
+
+class DataError(ValueError):
+    """A malformed data file; the message names the file and line or row."""
+
+
+class DatasetParams(Params):
+    train_path: str = Field(..., description="training data: a .jsonl/.parquet file or a save_to_disk directory")
+    eval_path: str | None = Field(None, description="held-out data in the same formats")
+    eval_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="held out from train_path when eval_path is unset")
+    format: Literal["auto", "jsonl", "parquet", "hf"] = Field("auto", description="file format (auto: from the path)")
+    hf_split: str | None = Field(None, description="split of a saved DatasetDict (default: its only split)")
+    prompt_field: str = Field("prompt", description="field holding the prompt")
+    answer_field: str = Field("answer", description="field holding the gold answer")
+    id_field: str = Field("id", description="field holding a stable example id (optional in the data)")
+    completion_field: str = Field("completion", description="field holding a supervised target (optional)")
+    verifier: str = Field("numeric", description="a registered verifier name, or 'package.module:function' "
+                                                  "for a reward function (prompts, completions, **kw) -> floats")
+    verifier_params: dict[str, Any] = Field(default_factory=dict, description="params of the named verifier")
+    data_seed: int = Field(0, description="seed of the eval hold-out")
+    name: str = Field("jsonl", description="task name used in metrics")
+
+    @model_validator(mode="after")
+    def _check_verifier(self) -> "DatasetParams":
+        if ":" in self.verifier:
+            return self
+        try:
+            entry = VERIFIERS.get(self.verifier)
+        except RegistryError as e:
+            raise ValueError(str(e)) from None
+        try:
+            entry.params.model_validate(self.verifier_params)
+        except ValidationError as e:
+            raise ValueError(format_params_error(f"verifier_params of {self.verifier!r}", entry.params, e)) from None
+        return self
+
+
+JsonlParams = DatasetParams
+
+
+def _format(path: Path, fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    if path.is_dir():
+        return "hf"
+    return "parquet" if path.suffix == ".parquet" else "jsonl"
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, int, Any]]:
+    # bytes, decoded line by line: a text-mode reader decodes ahead and would blame the wrong line
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+            if not line.strip():
+                continue
+            try:
+                yield where, lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+
+
+def _table_rows(path: Path, fmt: str, split: str | None) -> Iterator[tuple[str, int, Any]]:
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        else:
+            import datasets
+
+            ds = datasets.load_from_disk(str(path))
+            if isinstance(ds, datasets.DatasetDict):
+                if split is None and len(ds) != 1:
+                    raise DataError(f"{path}: a DatasetDict with splits {list(ds)}; set task.hf_split")
+                ds = ds[split or next(iter(ds))]
+            rows = ds.to_list()
+    except ImportError as e:
+        raise DataError(f"{path}: reading {fmt} needs the optional extra rlvr[data] ({e.name} is missing)") from None
+    for i, row in enumerate(rows):
+        yield f"{path} row {i}", i, row
+
+
+def _example(where: str, row: Any, default_id: str, p: DatasetParams) -> Example:
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for key in (p.prompt_field, p.answer_field):
+        if key not in row:
+            raise DataError(f"{where}: missing field {key!r} (fields: {sorted(row)})")
+    prompt, answer = row[p.prompt_field], row[p.answer_field]
+    if not (isinstance(prompt, str) and prompt) and not (isinstance(prompt, list) and prompt):
+        raise DataError(f"{where}: {p.prompt_field!r} must be a non-empty string or list of messages")
+    if not isinstance(answer, (str, int, float)) or isinstance(answer, bool):
+        raise DataError(f"{where}: {p.answer_field!r} must be a string or number")
+    target = row.get(p.completion_field)
+    meta = {k: v for k, v in row.items() if k not in (p.prompt_field, p.answer_field)}
+    return Example(str(row.get(p.id_field, default_id)), prompt, str(answer), p.name,
+                   target if isinstance(target, str) else None, meta)
+
+
+def read_examples(path: str | Path, p: DatasetParams) -> list[Example]:
+    """Examples of one data file or saved dataset, validated row by row."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    fmt = _format(path, p.format)
+    rows = _jsonl_rows(path) if fmt == "jsonl" else _table_rows(path, fmt, p.hf_split)
+    out = [_example(where, row, f"{path.stem}-{key}", p) for where, key, row in rows]
+    if not out:
+        raise DataError(f"{path}: no examples")
+    return out
+
+
+read_jsonl_examples = read_examples
+
+
+def dataset_task(p: DatasetParams) -> Task:
+    """Prompts and answers from local data files (JSONL, parquet, or a saved datasets directory)."""
+    train = read_examples(p.train_path, p)
+    if p.eval_path:
+        evals = read_examples(p.eval_path, p)
+    else:
+        idx = list(range(len(train)))
+        random.Random(p.data_seed).shuffle(idx)
+        held = set(idx[: int(round(len(train) * p.eval_fraction))])
+        evals = [e for i, e in enumerate(train) if i in held]
+        train = [e for i, e in enumerate(train) if i not in held]
+    verifier = build_verifier(p.verifier, p.verifier_params) if ":" not in p.verifier else from_callable(p.verifier)
+    return Task(p.name, {"train": train, "eval": evals}, [WeightedVerifier(verifier)])
+
+
+TASKS.register("dataset", DatasetParams)(dataset_task)
+TASKS.register("jsonl", DatasetParams)(dataset_task)
