@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.core.types import GenerationRequest, SamplingParams
+from rlvr.eval.metrics import bootstrap_ci, pass_at_k
 from rlvr.tasks.base import Task
 
 __all__ = ["evaluate"]
@@ -24,6 +25,10 @@ def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None =
     comps = engine.generate([GenerationRequest(e, n) for e in examples],
                             SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed))
     scores = [task.score(examples[c.group], c.text) for c in comps]
+    per_prompt: list[list[float]] = [[] for _ in examples]
+    for c, s in zip(comps, scores):
+        per_prompt[c.group].append(s.components.get("correct", 0.0))
+    prompt_acc = [sum(x) / len(x) for x in per_prompt]
     k = len(comps)
     extra = {}
     if report_greedy and temperature > 0:
@@ -36,5 +41,7 @@ def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None =
         "num_examples": len(examples),
         "samples": n,
         "temperature": temperature,
+        "accuracy_ci95": list(bootstrap_ci(prompt_acc)),
+        **({f"pass@{n}": sum(pass_at_k(n, int(sum(x)), n) for x in per_prompt) / len(per_prompt)} if n > 1 else {}),
         **extra,
     }
