@@ -18,6 +18,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions
                   help="rlvr: reinforcement learning from verifiable rewards.")
 console = Console(stderr=True)
 
+
+def _mount_subcommands() -> None:
+    from rlvr.defab.cli import app as defab_app
+
+    app.add_typer(defab_app, name="defab", help="DeFAb: defeasible-logic engine and abduction instances")
+
+
+_mount_subcommands()
+
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="override, e.g. optim.lr=1e-4 (repeatable)")]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", "-o", help="run directory (default: runs/<time>)")]

@@ -1,0 +1,258 @@
+"""The polynomial-time checks of DeFAb (Cooper & Velasquez, arXiv 2606.18557, §3–§5; VERIFIERS 5.4;
+METHODS F3), and the decisions the definitions leave open (VERIFIERS 5.9).
+
+Notation. D⁻ is the challenge theory, h the hypothesis, Γ optional superiority pairs naming h, and
+D′ = D⁻ ∪ {h} ∪ Γ. Exp(D) = {q : D ⊢∂ q}. Following the authors' data, the **anomaly** is the literal
+D⁻ wrongly derives (the paper's ~α); its complement α is the observation. Every check grounds with the
+default full-grounding semantics and takes ``variant`` ("standard" or "defab", see
+:mod:`rlvr.defab.engine`); "derives" means +∂, and a literal left undecided by a loop is not derived.
+
+Decisions (each is tested in ``tests/defab/test_decisions.py``):
+
+1. Grounding: the semantics is the full grounding; the relevance-restricted grounder exists only as the
+   named option ``grounding="relevant"`` (VERIFIERS 5.9.1; see :mod:`rlvr.defab.ground`).
+2. A conservative, well-formed resolution scores 1.0 whether weak or strong; 0.75 is only for a strong
+   resolution that is not conservative (:func:`graded_score`). Why: the intended gold defeaters are weak
+   and the authors' code gives them 1.0; reading the tiers as 0.75 would cap every gold answer.
+3. Conservativity protects Exp(D⁻) ∩ Exp(D⁻ without the ground rules whose head is the anomaly), minus
+   the anomaly (:func:`protected_expectations`). Why: the literal Exp(D⁻) ∖ {anomaly} contains downstream
+   consequences of the wrong literal that every correct resolution must lose, so the gold would score
+   0.5. Never a hand-picked list, and the observation α is never added as a fact (VERIFIERS 5.7.1: with
+   α as a fact any irrelevant hypothesis "resolves").
+4. Level 1/2: a hypothesis that restates the target (the fact q, or an empty-body rule for q) scores 0,
+   and hypotheses must use the instance's predicates and constants (:mod:`rlvr.defab.score`). Why: "h is
+   in the gold set" would otherwise pay for answering the question with itself.
+5. Minimality tries every proper subset of the body, the empty one included whenever the smaller rule is
+   still range-restricted (:func:`body_subsets`); so ``bird(tweety) => flies(tweety)`` is not minimal
+   when ``=> flies(tweety)`` also works. The authors' code only drops one atom at a time. Minimality
+   decides Level-1/2 gold membership; at Level 3 it is reported but not scored, as in the paper's graded
+   formula.
+6. Smaller choices:
+   a. superiority between non-ground rules holds between every pair of their instances (labels carry
+      it), as in the authors' engine; "same variable binding" is undefined for rules whose variables
+      differ;
+   b. a fact or strict rule offered at Level 3 scores 0 (it is the Level-3 analogue of restating the
+      answer: the fact ~anomaly would otherwise earn 0.25); an empty-body rule is outside the default
+      language bias for the same reason;
+   c. Γ pairs count in the revision distance: each pair is an element of D′ not in D⁻;
+   d. a hypothesis label that collides with a rule of D⁻ is renamed when Γ does not mention it (a label
+      is not content); when Γ mentions it, Γ is ambiguous and the answer scores 0;
+   e. contradictory facts ``p.`` and ``~p.`` are accepted and give +Δ and +∂ for both, as the proof
+      conditions say (the logic only promises consistency for +∂ when +Δ is consistent);
+   f. superiority may name strict rules in a theory (Antoniou et al. define ≻ over all rules; it matters
+      in the standard variant when a strict rule fires on defeasible premises), but a Γ pair must be
+      ``h > r`` with r a defeasible rule or defeater of D⁻, else the answer is not well-formed;
+   g. naming: ``anomaly`` is the wrongly derived literal ~α, as in the authors' data.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Callable, Iterable, Optional, Union
+
+from rlvr.defab.engine import Conclusions, derive
+from rlvr.defab.ground import GroundTheory, ground
+from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, is_variable
+
+__all__ = ["InstanceError", "derives", "expectations", "criticality", "add_hypothesis", "valid_derivation",
+           "is_defeasible_anomaly", "anomaly_resolved", "protected_expectations", "conservativity",
+           "body_subsets", "is_minimal", "LanguageBias", "well_formedness", "novelty", "revision_distance",
+           "Strength", "strength", "graded_score"]
+
+Hypothesis = Union[Literal, Rule]
+
+
+class InstanceError(ValueError):
+    """The instance itself is broken (a generator bug), as opposed to a wrong answer."""
+
+
+def derives(theory: Theory, literal: Literal, *, variant: str = "standard", definite: bool = False,
+            grounding: str = "full") -> bool:
+    """D ⊢∂ q (or D ⊢Δ q with ``definite=True``)."""
+    if not literal.is_ground:
+        raise ValueError(f"query {literal} is not ground")
+    c = derive(theory, variant, grounding=grounding)
+    return literal in (c.definite if definite else c.defeasible)
+
+
+def expectations(theory: Theory, *, variant: str = "standard", grounding: str = "full") -> frozenset:
+    """Exp(D) = {q : D ⊢∂ q} (DeFAb Definition 11)."""
+    return derive(theory, variant, grounding=grounding).defeasible
+
+
+def criticality(theory: Theory, literal: Literal, *, variant: str = "standard") -> frozenset:
+    """Crit*(D, q) = {e ∈ F ∪ R : D ∖ {e} ⊬∂ q}; removing a rule also removes its superiority pairs.
+
+    |D| derivations, O(|D|²) in all (DeFAb §3). When D itself does not derive q, every element is
+    critical by this definition; callers building instances should check D ⊢∂ q first.
+    """
+    return frozenset(e for e in theory.elements() if not derives(theory.remove(e), literal, variant=variant))
+
+
+def add_hypothesis(theory: Theory, hypothesis: Hypothesis, superiority: Iterable[Superiority] = ()) -> Theory:
+    """D′ = D ∪ {h} ∪ Γ. Never adds the observation as a fact (decision 3, VERIFIERS 5.7.1).
+
+    Raises :class:`~rlvr.defab.syntax.TheoryError` when h's label is taken or Γ is invalid or cyclic.
+    """
+    return theory.add(hypothesis, *superiority)
+
+
+def valid_derivation(theory: Theory, hypothesis: Hypothesis, target: Literal, *, variant: str = "standard") -> bool:
+    """Level 1/2: D⁻ ∪ {h} ⊢∂ q."""
+    return derives(add_hypothesis(theory, hypothesis), target, variant=variant)
+
+
+def is_defeasible_anomaly(theory: Union[Theory, Conclusions], anomaly: Literal, *, variant: str = "standard") -> bool:
+    """Level-3 instance check: D⁻ ⊢∂ anomaly but not D⁻ ⊢Δ anomaly (a strict conclusion cannot be revised)."""
+    c = theory if isinstance(theory, Conclusions) else derive(theory, variant)
+    return anomaly in c.defeasible and anomaly not in c.definite
+
+
+def anomaly_resolved(revised: Union[Theory, Conclusions], anomaly: Literal, *, variant: str = "standard") -> bool:
+    """Level 3: not D′ ⊢∂ anomaly (undecided counts as resolved: it is no longer derived)."""
+    c = revised if isinstance(revised, Conclusions) else derive(revised, variant)
+    return anomaly not in c.defeasible
+
+
+def protected_expectations(theory: Union[Theory, GroundTheory], anomaly: Literal, *, variant: str = "standard",
+                           base: Optional[Conclusions] = None) -> frozenset:
+    """The expectations a resolution must keep (decision 3): those of D⁻ that do not depend on the anomaly.
+
+    Exp(D⁻) ∩ Exp(D⁻ with every ground rule whose head is the anomaly removed), minus the anomaly.
+    Removal is per ground instance: removing the non-ground rule would also drop its other instances.
+    ``base`` may pass the already computed conclusions of D⁻ (of the same grounding and variant).
+    """
+    gt = ground(theory) if isinstance(theory, Theory) else theory
+    reduced = GroundTheory(gt.facts, [r for r in gt.rules if r.head != anomaly], gt.superiority, gt.constants)
+    base = base if base is not None else derive(gt, variant)
+    return (base.defeasible & derive(reduced, variant).defeasible) - {anomaly}
+
+
+def conservativity(protected: frozenset, revised: Union[Theory, Conclusions], *,
+                   variant: str = "standard") -> tuple[bool, frozenset]:
+    """(conservative, lost): every protected expectation is still derived by D′ (AGM minimal change)."""
+    c = revised if isinstance(revised, Conclusions) else derive(revised, variant)
+    lost = frozenset(protected - c.defeasible)
+    return not lost, lost
+
+
+def body_subsets(rule: Rule) -> list[Rule]:
+    """Every rule with a proper subset of the body that is still range-restricted (decision 5).
+
+    The empty body is included when the head is ground or otherwise covered; body order is kept.
+    """
+    out = []
+    for k in range(len(rule.body)):
+        for keep in combinations(rule.body, k):
+            smaller = rule.with_body(keep)
+            if not smaller.unsafe_variables:
+                out.append(smaller)
+    return out
+
+
+def is_minimal(hypothesis: Hypothesis, succeeds: Callable[[Rule], bool]) -> bool:
+    """No proper body subset also succeeds (restores q at Level 1/2, resolves the anomaly at Level 3).
+
+    A fact is minimal: its only proper subset is the empty hypothesis, which the instance rules out.
+    """
+    if isinstance(hypothesis, Literal):
+        return True
+    return not any(succeeds(smaller) for smaller in body_subsets(hypothesis))
+
+
+@dataclass(frozen=True)
+class LanguageBias:
+    """DeFAb's L = (allowed body predicates, allowed head predicates, ar_max, depth), plus rule kinds.
+
+    ``None`` allows any predicate. Terms are flat (no function symbols), so the nesting depth is always
+    0 and needs no parameter. ``min_body=1`` rules out unconditional exceptions such as
+    ``~> ~flies(tweety)``, which restate the observation (decision 6b); ``allow_constants=False`` forces
+    general rules. Head variables must always be range-restricted.
+    """
+
+    body_predicates: Optional[frozenset] = None
+    head_predicates: Optional[frozenset] = None
+    max_body: int = 3
+    min_body: int = 1
+    kinds: frozenset = frozenset({RuleKind.DEFEATER, RuleKind.DEFEASIBLE})
+    allow_constants: bool = True
+
+    @classmethod
+    def for_instance(cls, theory: Theory, anomaly: Literal, **kw) -> "LanguageBias":
+        """The default: bodies over D⁻'s predicates, heads on the anomaly's predicate."""
+        return cls(body_predicates=theory.predicates(), head_predicates=frozenset({anomaly.predicate}), **kw)
+
+
+def well_formedness(rule: Rule, superiority: Iterable[Superiority], theory: Theory,
+                    bias: LanguageBias) -> list[str]:
+    """The violations of the language bias by h and Γ (an empty list means well-formed)."""
+    problems = []
+    if rule.kind not in bias.kinds:
+        problems.append(f"a {rule.kind.name.lower()} rule is not an allowed kind")
+    if bias.head_predicates is not None and rule.head.predicate not in bias.head_predicates:
+        problems.append(f"head predicate {rule.head.predicate!r} is not allowed")
+    if bias.body_predicates is not None:
+        bad = sorted({b.predicate for b in rule.body} - bias.body_predicates)
+        if bad:
+            problems.append(f"body predicates {bad} are not allowed")
+    if not bias.min_body <= len(rule.body) <= bias.max_body:
+        problems.append(f"body length {len(rule.body)} is outside [{bias.min_body}, {bias.max_body}]")
+    if rule.unsafe_variables:
+        problems.append(f"head variable {rule.unsafe_variables[0]} does not occur in the body")
+    if not bias.allow_constants and any(not is_variable(a) for lit in (*rule.body, rule.head) for a in lit.args):
+        problems.append("constants are not allowed")
+    for s in superiority:
+        other = s.inferior if s.superior == rule.label else None
+        if other is None:
+            problems.append(f"superiority {s} must put the hypothesis {rule.label} above an existing rule")
+        elif other not in theory.labels or theory.rule(other).kind is RuleKind.STRICT:
+            problems.append(f"superiority {s} must name a defeasible rule or defeater of the theory")
+    return problems
+
+
+def novelty(rule: Hypothesis, theory: Theory) -> float:
+    """Nov(h, D⁻): the fraction of h's distinct predicates that do not occur in D⁻ (negation ignored)."""
+    lits = [rule] if isinstance(rule, Literal) else [*rule.body, rule.head]
+    preds = {lit.predicate for lit in lits}
+    return len(preds - theory.predicates()) / len(preds)
+
+
+def revision_distance(added: int, lost: Iterable) -> int:
+    """d_rev = |elements added| + |protected expectations lost|; Γ pairs count as added (decision 6c)."""
+    return added + len(set(lost))
+
+
+class Strength(str, enum.Enum):
+    """How a Level-3 answer resolves the anomaly (DeFAb §5, VERIFIERS 5.4)."""
+
+    UNRESOLVED = "unresolved"  # D′ still derives the anomaly
+    WEAK = "weak"  # D′ derives neither the anomaly nor the observation α
+    STRONG = "strong"  # D′ derives α, but loses a protected expectation
+    RESTRUCTURING = "restructuring"  # D′ derives α and keeps every protected expectation
+
+
+def strength(revised: Conclusions, anomaly: Literal, conservative: bool) -> Strength:
+    """Classify by outcome. Deriving α needs a supporting rule that wins, which in practice is an exception
+    ``=>`` with Γ (a defeater supports nothing); the outcome is what the paper's definitions compare."""
+    if anomaly in revised.defeasible:
+        return Strength.UNRESOLVED
+    if anomaly.complement() in revised.defeasible:
+        return Strength.RESTRUCTURING if conservative else Strength.STRONG
+    return Strength.WEAK
+
+
+def graded_score(resolved: bool, well_formed: bool, conservative: bool, strength: Strength) -> float:
+    """The graded Level-3 reward (METHODS F3, decision 2):
+
+    0 unresolved (or undecodable); 0.25 resolved but outside the language bias; 1.0 conservative;
+    0.75 strong but not conservative; 0.5 weak and not conservative.
+    """
+    if not resolved:
+        return 0.0
+    if not well_formed:
+        return 0.25
+    if conservative:
+        return 1.0
+    return 0.75 if strength in (Strength.STRONG, Strength.RESTRUCTURING) else 0.5

@@ -1,0 +1,196 @@
+"""Scoring one answer to a DeFAb instance: ``score_answer(theory, target, answer, level) -> Verdict``.
+
+The entry point a task verifier calls once per rollout. ``answer`` is a decoded hypothesis (a fact
+:class:`~rlvr.defab.syntax.Literal` or a :class:`~rlvr.defab.syntax.Rule`) or text in the M4 format of
+:mod:`rlvr.defab.parser` (one fact or rule, then optional ``h > r.`` lines); decoding the other
+renderings (M1–M3) is the task's job. Wrong answers never raise: they score 0 with a reason. A broken
+*instance* raises :class:`~rlvr.defab.checks.InstanceError`, because that is a generator bug.
+
+- Level 1 (fact completion) and Level 2 (rule abduction) score 1[h ∈ H*] with H* = {h : D⁻ ∪ {h} ⊢∂ q,
+  h minimal} (DeFAb §4) decided by verification rather than by string match against a list, so every
+  member of H* counts; plus decision 4 of :mod:`rlvr.defab.checks` (no restating q, instance vocabulary).
+- Level 3 (defeater abduction) is graded 0 / 0.25 / 0.5 / 0.75 / 1 (:func:`~rlvr.defab.checks.graded_score`)
+  with conservativity over every protected expectation (decision 3).
+
+Per-instance work (validating the instance, the protected expectations) is cached, so scoring the G
+rollouts of one prompt derives D⁻ once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable, Optional, Union
+
+from rlvr.defab.checks import (InstanceError, LanguageBias, add_hypothesis, anomaly_resolved, body_subsets,
+                               conservativity, graded_score, is_defeasible_anomaly, is_minimal, novelty,
+                               protected_expectations, revision_distance, strength, valid_derivation,
+                               well_formedness)
+from rlvr.defab.engine import derive
+from rlvr.defab.ground import ground
+from rlvr.defab.parser import parse_statements
+from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, TheoryError, is_variable
+
+__all__ = ["Verdict", "decode_answer", "score_answer", "score_abduction", "score_level3"]
+
+Hypothesis = Union[Literal, Rule]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A score in [0, 1], a one-line reason, and the individual check results (JSON-friendly)."""
+
+    score: float
+    reason: str
+    details: dict = field(default_factory=dict)
+
+
+def decode_answer(text: str) -> tuple[Hypothesis, tuple[Superiority, ...]]:
+    """One fact or rule plus any superiority lines, in the M4 text format; raises on anything else."""
+    items = parse_statements(text)
+    hyps = [x for x in items if not isinstance(x, Superiority)]
+    if len(hyps) != 1:
+        raise ValueError(f"expected exactly one fact or rule, found {len(hyps)}")
+    return hyps[0], tuple(x for x in items if isinstance(x, Superiority))
+
+
+def score_answer(theory: Theory, target: Literal, answer: Union[str, Hypothesis], level: int, *,
+                 superiority: Iterable[Superiority] = (), bias: Optional[LanguageBias] = None,
+                 variant: str = "standard") -> Verdict:
+    """Score an answer; ``target`` is q at Levels 1–2 and the anomaly (the wrongly derived ~α) at Level 3."""
+    gamma = tuple(superiority)
+    if isinstance(answer, str):
+        try:
+            answer, extra = decode_answer(answer)
+        except (TheoryError, ValueError) as e:
+            return Verdict(0.0, f"decode failure: {e}")
+        gamma += extra
+    if level in (1, 2):
+        if gamma:
+            return Verdict(0.0, "superiority pairs are not part of a Level-1/2 answer")
+        return score_abduction(theory, target, answer, level, variant=variant)
+    if level == 3:
+        return score_level3(theory, target, answer, gamma, bias=bias, variant=variant)
+    raise ValueError(f"level must be 1, 2 or 3, got {level!r}")
+
+
+class _Reject(Exception):
+    """An answer that fails before any derivation (its message is the reason)."""
+
+
+def _relabel(theory: Theory, rule: Rule, gamma: tuple) -> Rule:
+    """Decision 6d: rename a colliding label unless Γ refers to it (then Γ is ambiguous)."""
+    if rule.label not in theory.labels:
+        return rule
+    if any(rule.label in (s.superior, s.inferior) for s in gamma):
+        raise _Reject(f"hypothesis label {rule.label!r} is already a rule of the theory, so the superiority "
+                      "pairs are ambiguous")
+    return rule.with_label(theory.fresh_label("h"))
+
+
+@lru_cache(maxsize=512)
+def _abduction_instance(theory: Theory, target: Literal, variant: str) -> tuple[frozenset, frozenset]:
+    """Validate a Level-1/2 instance (D⁻ must not already derive q); return its predicates and constants."""
+    if derive(theory, variant).proves(target):
+        raise InstanceError(f"the challenge theory already derives the target {target}")
+    consts = theory.constants() | {a for a in target.args if not is_variable(a)}
+    return theory.predicates() | {target.predicate}, consts
+
+
+def _abduction_shape(h: Hypothesis, target: Literal, level: int, preds: frozenset, consts: frozenset) -> str:
+    """Why ``h`` cannot be a Level-1/2 answer before any derivation, or ''."""
+    if level == 1 and not isinstance(h, Literal):
+        return "a Level-1 answer must be a fact"
+    if level == 2 and not (isinstance(h, Rule) and h.kind is RuleKind.DEFEASIBLE):
+        return "a Level-2 answer must be a defeasible rule (=>)"
+    if h == target or (isinstance(h, Rule) and not h.body and h.head == target):
+        return f"the answer restates the target {target} (decision 4)"
+    lits = [h] if isinstance(h, Literal) else [*h.body, h.head]
+    if isinstance(h, Literal) and not h.is_ground:
+        return "a fact must be ground"
+    if isinstance(h, Rule) and h.unsafe_variables:
+        return f"head variable {h.unsafe_variables[0]} does not occur in the body"
+    new_preds = sorted({lit.predicate for lit in lits} - preds)
+    new_consts = sorted({a for lit in lits for a in lit.args if not is_variable(a)} - consts)
+    if new_preds or new_consts:
+        return f"outside the instance's vocabulary: {', '.join(new_preds + new_consts)} (decision 4)"
+    return ""
+
+
+def score_abduction(theory: Theory, target: Literal, hypothesis: Hypothesis, level: int, *,
+                    variant: str = "standard") -> Verdict:
+    """Levels 1–2: 1.0 iff h is in H* (derives q, minimal, not a restatement, in the vocabulary)."""
+    preds, consts = _abduction_instance(theory, target, variant)
+    problem = _abduction_shape(hypothesis, target, level, preds, consts)
+    if problem:
+        return Verdict(0.0, problem)
+    h = _relabel(theory, hypothesis, ()) if isinstance(hypothesis, Rule) else hypothesis
+    if isinstance(h, Literal) and h in theory.facts:
+        return Verdict(0.0, f"{h} is already a fact of the theory")
+    if not valid_derivation(theory, h, target, variant=variant):
+        return Verdict(0.0, f"the theory with {h} does not derive {target}", {"valid_derivation": False})
+    if isinstance(h, Rule):
+        for smaller in body_subsets(h):
+            if valid_derivation(theory, smaller, target, variant=variant):
+                return Verdict(0.0, f"not minimal: {smaller} also derives {target}",
+                               {"valid_derivation": True, "minimal": False})
+    return Verdict(1.0, f"derives {target} and is minimal", {"valid_derivation": True, "minimal": True})
+
+
+@lru_cache(maxsize=512)
+def _level3_instance(theory: Theory, anomaly: Literal, variant: str) -> frozenset:
+    """Validate a Level-3 instance (a defeasible anomaly) and return its protected expectations."""
+    gt = ground(theory)
+    base = derive(gt, variant)
+    if not is_defeasible_anomaly(base, anomaly):
+        raise InstanceError(f"{anomaly} is not a defeasible anomaly of the challenge theory "
+                            "(it must be derived with +∂ but not +Δ)")
+    return protected_expectations(gt, anomaly, variant=variant, base=base)
+
+
+def _revise(theory: Theory, hypothesis: Hypothesis, gamma: tuple) -> tuple[Rule, Theory]:
+    if isinstance(hypothesis, Literal) or hypothesis.kind is RuleKind.STRICT:
+        raise _Reject("a Level-3 answer must be a defeater (~>) or a defeasible exception (=>), not a "
+                      f"{'fact' if isinstance(hypothesis, Literal) else 'strict rule'} (decision 6b)")
+    h = _relabel(theory, hypothesis, gamma)
+    try:
+        return h, add_hypothesis(theory, h, gamma)
+    except TheoryError as e:
+        raise _Reject(f"invalid revision: {e}") from None
+
+
+def score_level3(theory: Theory, anomaly: Literal, hypothesis: Hypothesis, superiority: Iterable[Superiority] = (),
+                 *, bias: Optional[LanguageBias] = None, variant: str = "standard") -> Verdict:
+    """Level 3: the graded score of D′ = D⁻ ∪ {h} ∪ Γ for the anomaly (the wrongly derived literal)."""
+    protected = _level3_instance(theory, anomaly, variant)
+    gamma = tuple(superiority)
+    try:
+        h, revised = _revise(theory, hypothesis, gamma)
+    except _Reject as e:
+        return Verdict(0.0, str(e))
+    conc = derive(ground(revised, range_restricted=False), variant)  # unsafe h: evaluate, then flag it
+    if not anomaly_resolved(conc, anomaly):
+        return Verdict(0.0, f"{anomaly} is still derived", {"resolved": False})
+    problems = well_formedness(h, gamma, theory, bias or LanguageBias.for_instance(theory, anomaly))
+    conservative, lost = conservativity(protected, conc)
+    st = strength(conc, anomaly, conservative)
+    score = graded_score(True, not problems, conservative, st)
+    minimal = None if problems else is_minimal(h, lambda r: _resolves(theory, r, gamma, anomaly, variant))
+    details = {"resolved": True, "well_formed": not problems, "violations": problems,
+               "conservative": conservative, "lost": sorted(map(str, lost)), "strength": st.value,
+               "minimal": minimal, "novelty": novelty(h, theory),
+               "revision_distance": revision_distance(1 + len(gamma), lost)}
+    return Verdict(score, _level3_reason(score, problems, lost, st), details)
+
+
+def _resolves(theory: Theory, rule: Rule, gamma: tuple, anomaly: Literal, variant: str) -> bool:
+    return anomaly_resolved(derive(add_hypothesis(theory, rule, gamma), variant), anomaly)
+
+
+def _level3_reason(score: float, problems: list, lost: frozenset, st) -> str:
+    if problems:
+        return "resolved, but not well-formed: " + "; ".join(problems)
+    if not lost:
+        return f"resolved and conservative ({st.value})"
+    shown = ", ".join(sorted(map(str, lost))[:5]) + (", ..." if len(lost) > 5 else "")
+    return f"resolved ({st.value}) but loses {len(lost)} expectation(s): {shown}"

@@ -1,0 +1,131 @@
+"""One test (at least) per decision of VERIFIERS 5.9, as documented in rlvr.defab.checks."""
+
+import pytest
+
+from rlvr.defab.checks import InstanceError, expectations, protected_expectations
+from rlvr.defab.engine import derive
+from rlvr.defab.parser import parse_literal, parse_rule, parse_theory
+from rlvr.defab.score import score_answer
+from rlvr.defab.syntax import Superiority
+
+from .fixtures import ANOMALY, L2_THEORY, PENGUIN, TARGET
+from .helpers import lits, status
+
+
+def test_1_full_grounding_is_the_default_and_relevance_only_a_named_option():
+    t = parse_theory("bird(a).\nr1: bird(X) => flies(X).\nr2: p(X) => p(X).\nd1: p(X) ~> ~flies(X).\n")
+    assert derive(t) == derive(t, grounding="full")
+    assert status(derive(t), "flies(a)") == "?" and status(derive(t, grounding="relevant"), "flies(a)") == "+"
+
+
+def test_1_checks_see_the_loop_too():
+    # Under full grounding the undecided loop literal p(c) keeps every defeater instance alive, so the
+    # anomaly is resolved (undecided) but flies(robin) is lost as well; relevance grounding would drop
+    # the defeater entirely and leave the anomaly derived.
+    looped = PENGUIN.add(parse_rule("l: p(X) => p(X)"))
+    v = score_answer(looped, ANOMALY, "d: p(X) ~> ~flies(X).", 3)
+    assert v.score == 0.5 and "flies(robin)" in v.details["lost"]
+    revised = looped.add(parse_rule("d: p(X) ~> ~flies(X)"))
+    assert ANOMALY in derive(revised, grounding="relevant").defeasible
+
+
+def test_2_conservative_weak_resolution_scores_one():
+    v = score_answer(PENGUIN, ANOMALY, "d: penguin(X) ~> ~flies(X).", 3)
+    assert v.details["strength"] == "weak" and v.details["conservative"] and v.score == 1.0
+
+
+def test_2_strong_non_conservative_scores_three_quarters():
+    v = score_answer(PENGUIN, ANOMALY, "e: bird(X) => ~flies(X).\ne > r1.", 3)
+    assert v.details["strength"] == "strong" and not v.details["conservative"] and v.score == 0.75
+
+
+def test_3_conservativity_skips_consequences_of_the_anomaly_but_not_others():
+    literal_scope = expectations(PENGUIN) - {ANOMALY}
+    assert parse_literal("migrates(tweety)") in literal_scope  # the literal reading would protect it...
+    assert parse_literal("migrates(tweety)") not in protected_expectations(PENGUIN, ANOMALY)  # ...we do not
+    v = score_answer(PENGUIN, ANOMALY, "d: penguin(X) ~> ~flies(X).", 3)
+    assert v.score == 1.0 and v.details["lost"] == []
+    v = score_answer(PENGUIN, ANOMALY, "d: bird(X) ~> ~flies(X).", 3)  # loses robin: unrelated, protected
+    assert v.score == 0.5 and v.details["lost"] == ["flies(robin)", "migrates(robin)"]
+
+
+def test_3_the_observation_is_never_added_as_a_fact():
+    # With ~flies(tweety) added as a fact, this irrelevant hypothesis would "resolve" the anomaly.
+    v = score_answer(PENGUIN, ANOMALY, "d: bird(X) ~> ~migrates(X).", 3)
+    assert v.score == 0.0 and "still derived" in v.reason
+
+
+def test_4_restating_the_target_scores_zero():
+    l1 = PENGUIN.remove(parse_literal("bird(tweety)"))
+    target = parse_literal("migrates(tweety)")
+    assert score_answer(l1, target, "bird(tweety).", 1).score == 1.0
+    assert score_answer(l1, target, "migrates(tweety).", 1).score == 0.0
+    assert score_answer(L2_THEORY, TARGET, "h: => flies(tweety).", 2).score == 0.0
+
+
+def test_4_answers_must_use_the_instance_vocabulary():
+    l1 = PENGUIN.remove(parse_literal("bird(tweety)"))
+    target = parse_literal("migrates(tweety)")
+    v = score_answer(l1, target, "migratory(tweety).", 1)
+    assert v.score == 0.0 and "vocabulary" in v.reason
+    v = score_answer(L2_THEORY, TARGET, "h: bird(X) => flies(tweety2).", 2)
+    assert v.score == 0.0 and "tweety2" in v.reason
+
+
+def test_5_minimality_tries_the_empty_body():
+    # bird(tweety) => flies(tweety) is not minimal because => flies(tweety) also derives the target.
+    v = score_answer(L2_THEORY, TARGET, "h: bird(tweety) => flies(tweety).", 2)
+    assert v.score == 0.0 and v.reason == "not minimal: h: => flies(tweety). also derives flies(tweety)"
+    # With a variable the empty body is not range-restricted, so it is not a candidate.
+    assert score_answer(L2_THEORY, TARGET, "h: bird(X) => flies(X).", 2).score == 1.0
+    v = score_answer(L2_THEORY, TARGET, "h: bird(X), animal(X) => flies(X).", 2)
+    assert v.score == 0.0 and "not minimal" in v.reason
+
+
+def test_5_minimality_is_reported_not_scored_at_level_3():
+    v = score_answer(PENGUIN, ANOMALY, "d: penguin(X), bird(X) ~> ~flies(X).", 3)
+    assert v.score == 1.0 and v.details["minimal"] is False
+
+
+def test_6a_superiority_lifts_to_all_instance_pairs():
+    t = parse_theory("p(a,b).\ns(a,c).\nr1: p(X,Y) => q(X).\nr2: s(X,Y) => ~q(X).\nr1 > r2.\n")
+    assert status(derive(t), "q(a)") == "+"
+
+
+def test_6b_facts_and_strict_rules_are_not_level_3_answers():
+    for answer in ("~flies(tweety).", "s: penguin(X) -> ~flies(X)."):
+        v = score_answer(PENGUIN, ANOMALY, answer, 3)
+        assert v.score == 0.0 and "decision 6b" in v.reason
+    v = score_answer(PENGUIN, ANOMALY, "d: ~> ~flies(tweety).", 3)  # unconditional: outside the bias
+    assert v.score == 0.25
+
+
+def test_6c_superiority_pairs_count_in_the_revision_distance():
+    assert score_answer(PENGUIN, ANOMALY, "d: penguin(X) ~> ~flies(X).", 3).details["revision_distance"] == 1
+    v = score_answer(PENGUIN, ANOMALY, "e: penguin(X) => ~flies(X).\ne > r1.", 3)
+    assert v.details["revision_distance"] == 2 and v.score == 1.0
+
+
+def test_6d_label_collisions():
+    v = score_answer(PENGUIN, ANOMALY, "r1: penguin(X) ~> ~flies(X).", 3)
+    assert v.score == 1.0  # renamed: a label is not content
+    v = score_answer(PENGUIN, ANOMALY, "r2: penguin(X) => ~flies(X).\nr2 > r1.", 3)
+    assert v.score == 0.0 and "ambiguous" in v.reason
+    assert score_answer(L2_THEORY, TARGET, "r2: bird(X) => flies(X).", 2).score == 1.0
+
+
+def test_6e_contradictory_facts_are_accepted():
+    c = derive(parse_theory("p.\n~p.\n"))
+    assert c.definite == lits("p; ~p") == c.defeasible
+
+
+def test_6f_superiority_over_strict_rules_in_theories_but_not_in_answers():
+    t = parse_theory("r1: => a.\ns1: a -> ~b.\nr2: => b.\nr2 > s1.\n")
+    assert status(derive(t), "b") == "+"
+    v = score_answer(PENGUIN, ANOMALY, "e: penguin(X) => ~flies(X).\ne > r1.\ne > s1.", 3)
+    assert v.score == 0.25 and "must name a defeasible rule or defeater" in v.reason
+
+
+def test_6g_the_anomaly_is_the_wrongly_derived_literal():
+    with pytest.raises(InstanceError, match="not a defeasible anomaly"):
+        score_answer(PENGUIN, ANOMALY.complement(), "d: penguin(X) ~> flies(X).", 3)
