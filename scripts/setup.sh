@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install rlvr with its test extras. Safe to run again.
+# Create .venv and install rlvr (with the test extras when called with "dev"). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -7,4 +7,8 @@ PY=${PYTHON:-python3}
 . .venv/bin/activate
 # CPU torch first (a range such as torch>=2.4 is then already satisfied); GPU users install their CUDA build.
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==${RLVR_TORCH_VERSION:-2.13.0}"
-python -m pip install -q -e ".[dev]"
+if [ "${1:-}" = "dev" ]; then
+  python -m pip install -q -e ".[dev]"
+else
+  python -m pip install -q -e .
+fi
