@@ -156,3 +156,13 @@ def test_written_config_reproduces_the_run(tiny_cfg_overrides, tmp_path):
     again = train(load_config(tmp_path / "run" / "config.yaml", [f"out={tmp_path / 'again'}"]))
     assert same_weights(weights(tmp_path / "run", 3), weights(tmp_path / "again", 3))
     assert first["eval_after"] == again["eval_after"]
+
+
+def test_defab_task_trains_a_step(tmp_path):
+    cfg = load_config(overrides=[
+        f"out={tmp_path / 'r'}", "task.name=defab", "task.n_train=8", "task.n_eval=4", "model.tiny.hidden_size=32",
+        "model.tiny.intermediate_size=64", "model.tiny.num_layers=1", "model.tiny.max_positions=2048",
+        "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8", "sft.steps=1",
+        "sft.batch_size=2", "train.steps=1", "train.checkpoint_every=0", "algorithm.minibatches=1"])
+    summary = train(cfg)
+    assert 0.0 <= summary["eval_after"]["accuracy"] <= 1.0

@@ -58,3 +58,16 @@ def test_cli_verify_writes_scores_and_summary(tmp_path):
     assert '"unusable": 1' in r.output
     r = CliRunner().invoke(app, ["verify", str(tmp_path / "missing.jsonl")])
     assert r.exit_code == 2
+
+
+def test_defab_records_score_through_verify(tmp_path):
+    from rlvr.defab.generate import generate
+
+    recs = []
+    for inst in generate(2, 2, seed=3):
+        d = inst.to_json()
+        base = {"task": "defab", "answer": d["gold"], "theory": d["theory"], "target": d["target"], "level": d["level"]}
+        recs += [{**base, "completion": "Answer: " + d["gold"]}, {**base, "completion": "Answer: no idea"}]
+    summary = verify_file(_write(tmp_path / "d.jsonl", recs), tmp_path / "o.jsonl")
+    rows = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert [r["reward"] for r in rows] == [1.0, 0.0, 1.0, 0.0] and summary["scored"] == 4

@@ -6,6 +6,8 @@ Mount it in ``rlvr/cli.py`` with::
     app.add_typer(defab_app, name="defab")
 
 ``rlvr defab derive THEORY_FILE`` prints the +Δ and then the +∂ literals, sorted, one per line.
+``rlvr defab generate --level L -n N --seed S --out FILE.jsonl`` writes generated instances
+(:mod:`rlvr.defab.generate`), one JSON object per line.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from rlvr.defab.distract import STRATEGIES
+from rlvr.defab.kb import KBError
 
 from rlvr.defab.engine import VARIANTS, derive
 from rlvr.defab.ground import MODES, GroundingError
@@ -49,6 +54,33 @@ def derive_cmd(theory_file: Annotated[Path, typer.Argument(help="theory in the r
         typer.echo(f"{title}: {len(lits)}")
         for line in sorted(map(str, lits)):
             typer.echo(f"  {line}")
+
+
+@app.command("generate")
+def generate_cmd(out: Annotated[Path, typer.Option("--out", help="output JSONL file")],
+                 level: Annotated[int, typer.Option("--level", min=1, max=3, help="DeFAb level 1, 2 or 3")] = 1,
+                 n: Annotated[int, typer.Option("-n", min=1, help="number of instances")] = 10,
+                 seed: Annotated[int, typer.Option("--seed", help="generation seed")] = 0,
+                 kb: Annotated[str, typer.Option("--kb", help="shipped KB name or path to a KB file")] = "animals",
+                 nonsense: Annotated[bool, typer.Option("--nonsense", help="made-up vocabulary")] = False,
+                 distractors: Annotated[str, typer.Option(help=f"distractor strategy: {', '.join(STRATEGIES)}")]
+                 = "random"):
+    """Write N verified DeFAb instances (theory, target, level, gold hypothesis) as JSONL."""
+    import json
+
+    from rlvr.defab.generate import GenerationError, generate
+
+    if distractors not in STRATEGIES:
+        _fail(f"unknown distractor strategy {distractors!r}; choose one of {', '.join(STRATEGIES)}")
+    try:
+        instances = generate(level, n, seed, kb=kb, strategy=distractors, nonsense=nonsense)
+    except (KBError, GenerationError) as e:
+        _fail(str(e))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for inst in instances:
+            f.write(json.dumps(inst.to_json(), ensure_ascii=False) + "\n")
+    typer.echo(f"wrote {len(instances)} Level-{level} instances to {out}")
 
 
 def _fail(message: str) -> None:

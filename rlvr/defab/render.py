@@ -1,0 +1,206 @@
+"""The four DeFAb surface renderings (M1–M4), their answer decoders, and the rendering-robust score.
+
+Renderings (DeFAb §5, VERIFIERS.md §5.5) of the same instance:
+
+- ``narrative`` (M1): English sentences, the variable is "something"/"it"
+  ("If something is a bird, then normally it flies.");
+- ``semiformal`` (M2): sentences with explicit variables ("If X is a bird, then typically X flies.");
+- ``annotated`` (M3): the formal statements, each followed by a ``%`` gloss in M2 wording;
+- ``formal`` (M4): the :mod:`rlvr.defab.parser` text format (``r1: bird(X) => flies(X).``).
+
+A literal is glossed by the kind of its predicate (``glossary``: ``"class"`` → "t is a penguin",
+``"property"`` → "t flies"; underscores become spaces); predicates missing from the glossary are
+properties. Rule kinds are told apart by a fixed adverb: strict "always"/"definitely", defeasible
+"normally"/"typically", defeater "it might be that"/"possibly".
+
+Decoding is tolerant of prose around the answer but strict about the answer itself: the answer is what
+follows the **last** ``Answer:`` marker (the rest of that line, or the next non-empty line; for the
+formal styles up to the first blank line, so Level-3 superiority lines fit); surrounding backticks,
+quotes and ``*`` are stripped; then the text must parse *completely* in the style's answer format, with
+every predicate known to the instance's glossary (M1/M2) — otherwise the answer scores 0. There is no
+edit-distance or model-based repair (DeFAb's D2/D3): a near miss is a miss, so the reward cannot be
+gamed by answers that are only close. A decoded rule gets the label ``h1``.
+
+The rendering-robust score of an instance is the minimum over the four renderings of its score.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, Sequence, Union
+
+from rlvr.defab.parser import parse_statements
+from rlvr.defab.score import Verdict, score_answer
+from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, TheoryError, is_variable
+
+__all__ = ["STYLES", "render_theory", "render_literal", "render_hypothesis", "render_prompt", "answer_text",
+           "extract_answer", "decode", "score_completion", "robust_score", "rendering_robust_accuracy"]
+
+STYLES = ("narrative", "semiformal", "annotated", "formal")
+_ADVERB = {"narrative": {RuleKind.STRICT: "always", RuleKind.DEFEASIBLE: "normally",
+                         RuleKind.DEFEATER: "it might be that"},
+           "semiformal": {RuleKind.STRICT: "definitely", RuleKind.DEFEASIBLE: "typically",
+                          RuleKind.DEFEATER: "possibly"}}
+_TASK = {1: "Which single fact, added to the theory, makes it follow (defeasibly) that {q}?",
+         2: "Which single default rule (a defeasible rule), added to the theory, makes it follow that {q}?",
+         3: "The theory concludes that {q}, but this is wrong. Give one defeater or exception rule that blocks "
+            "this conclusion while keeping every other conclusion that does not depend on it."}
+
+
+def _words(pred: str) -> str:
+    return pred.replace("_", " ")
+
+
+def _clause(lit: Literal, term: str, glossary: Mapping[str, str]) -> str:
+    words = _words(lit.predicate)
+    if glossary.get(lit.predicate) == "class":
+        return f"{term} is {'not ' if lit.negated else ''}{'an' if words[0] in 'aeiou' else 'a'} {words}"
+    return f"it is not the case that {term} {words}" if lit.negated else f"{term} {words}"
+
+
+def render_literal(lit: Literal, glossary: Mapping[str, str], style: str = "semiformal") -> str:
+    """A literal as a clause; formal styles give the literal itself."""
+    if style in ("annotated", "formal"):
+        return str(lit)
+    if len(lit.args) != 1:
+        raise ValueError(f"the sentence renderings need unary literals, got {lit}")
+    arg = lit.args[0]
+    return _clause(lit, arg if not is_variable(arg) or style == "semiformal" else "it", glossary)
+
+
+def _sentence(h: Union[Literal, Rule], glossary: Mapping[str, str], style: str) -> str:
+    if isinstance(h, Literal):
+        return render_literal(h, glossary, style) + "."
+    first = "something" if style == "narrative" else None
+    body = [_clause(b, (first if i == 0 else "it") if first else b.args[0], glossary) for i, b in enumerate(h.body)]
+    head = _clause(h.head, "it" if first else h.head.args[0], glossary)
+    return f"If {' and '.join(body)}, then {_ADVERB[style][h.kind]} {head}."
+
+
+def render_hypothesis(h: Union[Literal, Rule], glossary: Mapping[str, str], style: str) -> str:
+    """One fact or rule in ``style`` (the answer format of that style)."""
+    if style in ("annotated", "formal"):
+        return f"{h}." if isinstance(h, Literal) else str(h)
+    return _sentence(h, glossary, style)
+
+
+def render_theory(theory: Theory, glossary: Mapping[str, str], style: str) -> str:
+    if style not in STYLES:
+        raise ValueError(f"unknown rendering {style!r}; choose one of {', '.join(STYLES)}")
+    if style == "formal":
+        return str(theory)
+    lines = []
+    for e in (*theory.facts, *theory.rules):
+        text = render_hypothesis(e, glossary, "semiformal" if style == "annotated" else style)
+        lines.append(f"{render_hypothesis(e, glossary, 'formal')}  % {text}" if style == "annotated" else text)
+    lines += [str(s) for s in theory.superiority]
+    return "\n".join(lines) + "\n"
+
+
+def answer_text(h: Union[Literal, Rule], glossary: Mapping[str, str], style: str) -> str:
+    """What a correct completion ends with: ``Answer: <hypothesis in the style's format>``."""
+    return "Answer: " + render_hypothesis(h, glossary, style)
+
+
+def render_prompt(theory: Theory, target: Literal, level: int, glossary: Mapping[str, str], style: str) -> str:
+    """The full prompt: the theory, the question, and the required answer format with an example."""
+    kind = "fact" if level == 1 else "rule"
+    example = {1: Literal.of("example_class", "c1"),
+               2: Rule("h1", RuleKind.DEFEASIBLE, [Literal.of("example_class", "X")], Literal.of("has_p", "X")),
+               3: Rule("h1", RuleKind.DEFEATER, [Literal.of("example_class", "X")],
+                       Literal.of("has_p", "X", negated=True))}[level]
+    gloss = {**glossary, "example_class": "class"}
+    question = _TASK[level].format(q=render_literal(target, glossary, style))
+    return (f"Here is a theory in defeasible logic ({style} rendering). Strict statements always hold, "
+            "default rules hold unless defeated, and defeaters only block conclusions.\n\n"
+            f"{render_theory(theory, glossary, style)}\n{question}\n"
+            f"End your reply with one line 'Answer: ' followed by the {kind} in the same style as the theory, "
+            f"for example:\n{answer_text(example, gloss, style)}")
+
+
+_MARK = re.compile(r"answer\s*:", re.IGNORECASE)
+
+
+def extract_answer(text: str, style: str) -> str:
+    """The text after the last ``Answer:`` marker (see the module docstring); '' when there is none."""
+    marks = list(_MARK.finditer(text))
+    if not marks:
+        return ""
+    rest = text[marks[-1].end():]
+    lines = rest.split("\n")
+    if not lines[0].strip():
+        lines = lines[1:]
+        while lines and not lines[0].strip():
+            lines.pop(0)
+    if style in ("annotated", "formal"):
+        block = []
+        for line in lines:
+            if not line.strip() or line.strip().startswith("```") and block:
+                break
+            block.append(line)
+        out = "\n".join(block)
+    else:
+        out = lines[0] if lines else ""
+    return out.strip().strip("`*\"' ").strip()
+
+
+def _decode_clause(text: str, glossary: Mapping[str, str], var_words: dict) -> Literal:
+    by_words = {_words(p): p for p in glossary}
+    m = re.fullmatch(r"(\S+) is (not )?an? (.+)", text)
+    if m and by_words.get(m.group(3)) and glossary[by_words[m.group(3)]] == "class":
+        term, negated, pred = m.group(1), bool(m.group(2)), by_words[m.group(3)]
+    else:
+        m = re.fullmatch(r"(it is not the case that )?(\S+) (.+)", text)
+        if not m or by_words.get(m.group(3)) is None or glossary[by_words[m.group(3)]] == "class":
+            raise ValueError(f"cannot read the clause {text!r}")
+        term, negated, pred = m.group(2), bool(m.group(1)), by_words[m.group(3)]
+    return Literal.of(pred, var_words.get(term.lower(), term), negated=negated)
+
+
+def _decode_sentence(text: str, glossary: Mapping[str, str], style: str) -> Union[Literal, Rule]:
+    text = re.sub(r"\s+", " ", text).rstrip(".").strip()
+    adverbs = {v: k for k, v in _ADVERB[style].items()}
+    var_words = {"something": "X", "it": "X"} if style == "narrative" else {}
+    alt = "|".join(re.escape(a) for a in sorted(adverbs, key=len, reverse=True))
+    m = re.fullmatch(rf"[Ii]f (.+), then ({alt}) (.+)", text)
+    if m is None:
+        if text.lower().startswith("if "):
+            raise ValueError(f"cannot read the rule {text!r}")
+        return _decode_clause(text, glossary, var_words)
+    body = [_decode_clause(c.strip(), glossary, var_words) for c in m.group(1).split(" and ")]
+    return Rule("h1", adverbs[m.group(2)], body, _decode_clause(m.group(3), glossary, var_words))
+
+
+def decode(text: str, glossary: Mapping[str, str], style: str) -> tuple:
+    """``(hypothesis, superiority pairs)`` from a completion; raises ``ValueError`` when none is readable."""
+    answer = extract_answer(text, style)
+    if not answer:
+        raise ValueError("no 'Answer:' line")
+    if style in ("annotated", "formal"):
+        items = parse_statements(answer if answer.rstrip().endswith(".") else answer + ".")
+        hyps = [x for x in items if not isinstance(x, Superiority)]
+        if len(hyps) != 1:
+            raise ValueError(f"expected exactly one fact or rule, found {len(hyps)}")
+        return hyps[0], tuple(x for x in items if isinstance(x, Superiority))
+    return _decode_sentence(answer, glossary, style), ()
+
+
+def score_completion(theory: Theory, target: Literal, level: int, glossary: Mapping[str, str], style: str,
+                     text: str) -> Verdict:
+    """Decode ``text`` in ``style`` and score it exactly; never raises on model output."""
+    try:
+        h, gamma = decode(text, glossary, style)
+    except (ValueError, TheoryError) as e:
+        return Verdict(0.0, f"decode failure: {e}")
+    return score_answer(theory, target, h, level, superiority=gamma)
+
+
+def robust_score(instance, completions: Mapping[str, str]) -> float:
+    """Rendering-robust score of one instance: the minimum over the four styles (a missing one is 0)."""
+    return min(score_completion(instance.theory, instance.target, instance.level, instance.glossary, s,
+                                completions.get(s, "")).score for s in STYLES)
+
+
+def rendering_robust_accuracy(results: Sequence[tuple]) -> float:
+    """Mean over ``(instance, {style: completion})`` pairs of :func:`robust_score` (DeFAb §5.5)."""
+    return sum(robust_score(i, c) for i, c in results) / len(results) if results else 0.0
