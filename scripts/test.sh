@@ -2,6 +2,12 @@
 # Set up and run the default test suite (slow and GPU tests are excluded; run them with -m slow / -m gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The code verifier's sandbox uses bubblewrap; without it the sandbox tests skip and code runs fall back to a
+# weak sandbox with a loud warning. Install it when we can (root with apt).
+if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null || \
+    echo "warning: could not install bubblewrap; sandbox tests will skip" >&2
+fi
 bash scripts/setup.sh dev
 . .venv/bin/activate
 exec python -m pytest -q "$@"
