@@ -1,0 +1,26 @@
+"""The ``math`` verifier: final-answer extraction, hedging rules, an exact pure-Python fast path, and
+symbolic equivalence in long-lived worker processes with a hard deadline.
+
+Importing this package registers ``math`` in :data:`rlvr.verifiers.VERIFIERS`. Module map:
+:mod:`.extract` (answer spans, hedging), :mod:`.normalize` (spelling), :mod:`.fastpath` (exact numbers),
+:mod:`.pool` and :mod:`._worker` (processes, deadlines), :mod:`.latex`, :mod:`.values` and :mod:`.symbolic`
+(sympy and mpmath, in the workers only; math-verify, from the optional ``math`` extra, only for what our
+parser does not support), :mod:`.verifier` (the pipeline).
+"""
+
+from rlvr.verifiers.base import VERIFIERS
+
+from .extract import Extraction, extract_answer, hedge_reason
+from .fastpath import fast_equal, parse_exact
+from .normalize import normalize
+from .pool import WorkerPool
+from .verifier import MathParams, MathVerifier
+
+__all__ = ["MathParams", "MathVerifier", "WorkerPool", "Extraction", "extract_answer", "hedge_reason",
+           "normalize", "parse_exact", "fast_equal"]
+
+
+@VERIFIERS.register("math", MathParams)
+def _math(p: MathParams) -> MathVerifier:
+    """Math answers (GSM8K, MATH): exact numbers in-process, symbolic equivalence in worker processes."""
+    return MathVerifier(**p.model_dump())

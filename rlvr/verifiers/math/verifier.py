@@ -1,0 +1,221 @@
+"""The math verifier: extraction, hedging rules, the pure-Python fast path, then the worker pool.
+
+For each ``(gold, completion)`` pair, in order (the first step that decides wins):
+
+1. extract the final answer (:mod:`.extract`; the gold goes through the same extraction, so a GSM8K
+   solution ending in ``#### 72`` or a MATH solution with a ``\\boxed{}`` works as gold);
+2. zero for no answer, an unfinished ``<think>``, an answer over ``max_answer_chars``, a hedge
+   (:func:`.extract.hedge_reason`), or bracket nesting deeper than 25 ("too complex": such answers only
+   cost time, and a worker would spend its whole deadline on some of them);
+3. normalise both (:mod:`.normalize`); identical strings are equal, and two plain numbers (``1,234``,
+   ``-3.5``) compare as fractions at once;
+4. text answers (the gold is words such as "Monday", or a choice letter "(C)") compare as case-folded
+   strings and never reach sympy;
+5. the exact fast path (:mod:`.fastpath`), retried once with trailing unit words removed ("18 dollars");
+6. everything else goes to the worker pool (:mod:`.pool`, :mod:`.symbolic`) with a hard deadline.
+
+``info["reason"]`` says why: "equal", "not equal", "no answer", "gold has no answer", "hedged: ...",
+"answer too long", "too complex", "unparsable", "timeout", "worker crashed", "worker unavailable";
+``info["path"]`` says which step decided (extract, string, fast, symbolic, math-verify, ...) and
+``info["extracted"]`` holds the answer span (first 200 characters).
+Worker verdicts (except timeouts and errors) are cached per verifier, since a group of completions often
+repeats an answer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import threading
+from collections import OrderedDict
+from fractions import Fraction
+from typing import Iterable, Literal
+
+from pydantic import Field
+
+from rlvr.core.types import Example, Score
+from rlvr.registry import Params
+from rlvr.verifiers.base import BaseVerifier
+
+from .extract import extract_answer, hedge_reason
+from .fastpath import fast_equal, percent_match
+from .normalize import is_plain_number, nesting_depth, normalize
+from .pool import WorkerPool
+
+__all__ = ["MathParams", "MathVerifier", "MAX_NESTING"]
+
+MAX_NESTING = 25
+_CACHE_SIZE = 4096
+_CHOICE = re.compile(r"\(?([A-Ea-e])\)?")
+_TEXTY = re.compile(r"[A-Za-z][A-Za-z '\-]*[A-Za-z]")
+_MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "pi", "infty", "or", "and"}
+_UNIT_WORDS = re.compile(r"^(?P<num>.*?[\d}])\s*(?P<unit>[a-zA-Z]{2,}\.?(?:\s+[a-zA-Z]+\.?)*"
+                         r"(?:\s*\^\s*\{?[23]\}?)?)$")
+
+
+class MathParams(Params):
+    """Parameters of the ``math`` verifier."""
+
+    timeout_s: float = Field(3.0, gt=0, le=60, description="hard deadline per symbolic comparison")
+    workers: int = Field(2, ge=1, le=32, description="worker processes for symbolic comparisons")
+    max_answer_chars: int = Field(500, ge=1, le=10_000, description="longer extracted answers score 0")
+    backend: Literal["auto", "sympy", "math_verify"] = Field(
+        "auto", description="auto: our sympy parser, math-verify for what it cannot parse")
+    memory_mb: int = Field(4096, ge=0, description="address-space limit per worker (0: none)")
+
+
+def _is_text(s: str) -> bool:
+    return bool(_TEXTY.fullmatch(s)) and not set(re.findall(r"[a-zA-Z]+", s.lower())) <= _MATH_WORDS \
+        and len(max(re.findall(r"[A-Za-z]+", s), key=len)) >= 3
+
+
+def _text_equal(gold: str, pred: str) -> bool | None:
+    """Verdict for a choice letter or a word answer; None when the gold is neither."""
+    m = _CHOICE.fullmatch(gold)
+    if m and (gold.startswith("(") or gold.isupper()):
+        pm = _CHOICE.fullmatch(pred.replace("option", "").replace("Option", "").strip())
+        return bool(pm) and pm.group(1).upper() == m.group(1).upper()
+    if _is_text(gold):
+        return " ".join(pred.casefold().split()) == " ".join(gold.casefold().split())
+    return None
+
+
+def _strip_units(s: str) -> str:
+    m = _UNIT_WORDS.match(s)
+    if not m or set(re.findall(r"[a-z]+", m.group("unit").lower())) & _MATH_WORDS:
+        return s
+    return m.group("num").strip()
+
+
+def _score(ok: bool, reason: str, path: str, extracted: str | None) -> Score:
+    info = {"reason": reason, "path": path}
+    if extracted is not None:
+        info["extracted"] = extracted[:200]
+    return Score(float(ok), {"correct": float(ok)}, info)
+
+
+class MathVerifier(BaseVerifier):
+    """Math answers, exact where possible and symbolic otherwise; see the module docstring."""
+
+    name = "math"
+
+    def __init__(self, timeout_s: float = 3.0, workers: int = 2, max_answer_chars: int = 500,
+                 backend: str = "auto", memory_mb: int = 4096):
+        if backend == "math_verify" and importlib.util.find_spec("math_verify") is None:
+            raise ValueError("backend 'math_verify' needs the optional extra: "
+                             "pip install 'math-verify[antlr4_13_2]'")
+        self.timeout_s, self.workers, self.max_answer_chars = timeout_s, workers, max_answer_chars
+        self.backend, self.memory_mb = backend, memory_mb
+        self._pool: WorkerPool | None = None
+        self._cache: OrderedDict[tuple, tuple[bool, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- public API -----------------------------------------------------------------------------------
+
+    def score(self, example: Example, text: str) -> Score:
+        return self.verify_many([(example.answer, text)])[0]
+
+    def verify(self, gold: str, completion: str) -> Score:
+        """Score one completion against a gold answer (or a gold solution to extract it from)."""
+        return self.verify_many([(gold, completion)])[0]
+
+    def verify_many(self, pairs: Iterable[tuple[str, str]]) -> list[Score]:
+        """Score ``(gold, completion)`` pairs: fast path here, the rest in parallel in the workers."""
+        prepared = [self._prepare(g, c) for g, c in pairs]
+        keys = list(dict.fromkeys(p[0] for p in prepared if isinstance(p, tuple)))
+        with self._lock:
+            known = {k: self._cache[k] for k in keys if k in self._cache}
+        todo = [k for k in keys if k not in known]
+        if todo:
+            requests = [{"gold": k[0], "gpct": k[1], "pred": k[2], "ppct": k[3]} for k in todo]
+            try:
+                replies = self._get_pool().run(requests)
+            except Exception:  # e.g. no process could be started: score 0, never raise into training
+                replies = [{"ok": False, "how": "worker unavailable"}] * len(todo)
+            for k, r in zip(todo, replies):
+                known[k] = (r["ok"], r["how"])
+                if r["how"] in ("symbolic", "math-verify", "unparsable"):
+                    self._remember(k, known[k])
+        out = []
+        for p in prepared:
+            if isinstance(p, Score):
+                out.append(p)
+                continue
+            key, extracted = p
+            ok, how = known[key]
+            reason = "equal" if ok else "not equal" if how in ("symbolic", "math-verify") else how
+            out.append(_score(ok, reason, how, extracted))
+        return out
+
+    def close(self) -> None:
+        """Stop the worker processes (they also stop when this object is collected or the process exits)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def validation_cases(self):
+        half = Example("math-frac", "Half of one, as a fraction?", "\\frac{1}{2}")
+        surd = Example("math-surd", "sin(pi/4)?", "\\frac{\\sqrt{2}}{2}")
+        gsm = Example("math-gsm", "How many?", "Natalia sold 48 + 24 = 72 clips.\n#### 72")
+        return [(half, "The answer is $0.5$.", 1.0), (half, "\\boxed{\\frac{2}{4}}", 1.0),
+                (half, "\\boxed{0.6}", 0.0), (half, "\\boxed{1} or \\boxed{\\frac12}", 0.0),
+                (surd, "So $\\boxed{\\frac{1}{\\sqrt{2}}}$", 1.0), (surd, "\\boxed{\\sqrt{2}}", 0.0),
+                (gsm, "48 + 24 = 72\n#### 72", 1.0), (gsm, "The answer is 72 or 73.", 0.0)]
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _get_pool(self) -> WorkerPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = WorkerPool(self.workers, self.timeout_s, self.backend, self.memory_mb)
+            return self._pool
+
+    def _remember(self, key: tuple, value: tuple[bool, str]) -> None:
+        with self._lock:
+            self._cache[key] = value
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    def _prepare(self, gold: object, completion: object) -> Score | tuple[tuple, str]:
+        """A decided Score, or ``(worker job key, extracted answer)`` for the symbolic path."""
+        try:
+            return self._decide(gold, completion)
+        except Exception as e:  # odd input must score 0 with a reason, never raise into training
+            return _score(False, f"verifier error: {type(e).__name__}", "error", None)
+
+    def _decide(self, gold: object, completion: object) -> Score | tuple[tuple, str]:
+        if not isinstance(gold, str) or not isinstance(completion, str):
+            return _score(False, "not text", "extract", None)
+        g, p = extract_answer(gold, is_gold=True), extract_answer(completion)
+        if g.span is None:
+            return _score(False, "gold has no answer", "extract", None)
+        if p.span is None:
+            return _score(False, "no answer", "extract", None)
+        if p.hedge:
+            return _score(False, p.hedge, "extract", p.span)
+        if len(p.span) > self.max_answer_chars or len(g.span) > self.max_answer_chars:
+            return _score(False, "answer too long", "extract", p.span[:200])
+        (gn, gpct), (pn, ppct) = normalize(g.span), normalize(p.span)
+        if not pn:
+            return _score(False, "no answer", "extract", p.span)
+        if is_plain_number(pn) and is_plain_number(gn):  # the common GSM8K case, decided in microseconds
+            ok = percent_match(Fraction(gn.replace(",", "")), gpct, Fraction(pn.replace(",", "")), ppct,
+                               lambda a, b: a == b)
+            return _score(ok, "equal" if ok else "not equal", "fast", p.span)
+        hedge = hedge_reason(pn, gn)
+        if hedge:
+            return _score(False, hedge, "extract", p.span)
+        if max(nesting_depth(pn), nesting_depth(gn)) > MAX_NESTING:
+            return _score(False, "too complex", "extract", p.span)
+        if pn == gn and gpct == ppct:
+            return _score(True, "equal", "string", p.span)
+        verdict = _text_equal(gn, pn)
+        if verdict is None:
+            verdict = fast_equal(gn, gpct, pn, ppct)
+        if verdict is None and (_strip_units(pn) != pn or _strip_units(gn) != gn):
+            pn, gn = _strip_units(pn), _strip_units(gn)
+            verdict = fast_equal(gn, gpct, pn, ppct)
+        if verdict is not None:
+            return _score(verdict, "equal" if verdict else "not equal", "fast", p.span)
+        return (gn, gpct, pn, ppct), p.span
