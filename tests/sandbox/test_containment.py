@@ -99,7 +99,9 @@ def test_memory_bomb_over_forked_children_is_capped(bwrap_sandbox):
            "        for j in range(0, len(b), 4096): b[j] = 1\n        print('held', flush=True)\n"
            "        time.sleep(30)\n        os._exit(0)\ntime.sleep(1.5)")
     res = run(bwrap_sandbox, src, Limits(wall_s=10, memory_bytes=160 * MiB, address_space_bytes=1024 * MiB))
-    assert res.stdout.count(b"held") <= 2  # 8 x 64 MiB would be 512 MiB; each child alone is within RLIMIT_AS
+    # 8 x 64 MiB would be 512 MiB, and each child alone is within RLIMIT_AS: without the cgroup all 8 hold.
+    # (Exactly how many hold before the kill depends on scheduling: a killed child frees its memory.)
+    assert res.stdout.count(b"held") < 8
     assert res.killed_reason == "memory"
     assert res.peak_memory_bytes is not None and res.peak_memory_bytes <= 160 * MiB
 
