@@ -1,4 +1,8 @@
-"""The run's PNG plot: reward, held-out accuracy, completion length, KL and entropy over steps."""
+"""The run's PNG plot: reward, held-out accuracy, completion length, KL and entropy over steps.
+
+The KL panel shows KL to the reference model; without one (``kl.coef: 0``) it shows the KL between the
+policy before and after each step's updates (``kl_old``), which needs old log-probs (``epochs x minibatches > 1``).
+"""
 
 from __future__ import annotations
 
@@ -19,8 +23,12 @@ def plot_run(metrics: list[dict[str, Any]], path: str | Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.2))
-    for ax, (key, title) in zip(axes, PANELS):
+    panels = list(PANELS)
+    if not any(m.get("kl") for m in metrics) and any("kl_old" in m for m in metrics):
+        # no reference model (kl.coef = 0): show how far each step moved the policy instead of a flat zero
+        panels[3] = ("kl_old", "KL to pre-update policy")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
+    for ax, (key, title) in zip(axes, panels):
         if key == "eval/accuracy":
             for label, pts in (eval_series or {}).items():
                 if pts:

@@ -90,6 +90,8 @@ def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter) ->
             loss_tok = loss_tok + s.kl_coef * kl
     loss = aggregate(micro.loss_coef, loss_tok, mask)
     meter.tokens("entropy", entropy, mask)
+    if micro.old_logp is not None:  # how far this step's updates moved the policy (a metric, no gradient)
+        meter.tokens("kl_old", KL_ESTIMATORS.get("k3").fn(logp.detach(), micro.old_logp), mask)
     for name, v in metrics.items():
         meter.tokens(name, v, mask)
     if micro.behaviour_logp is not None:  # engine vs trainer log-prob mismatch, reported always
