@@ -25,7 +25,8 @@ from rlvr.registry import Params, RegistryError
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.verifiers import VERIFIERS, build_verifier, from_callable
 
-__all__ = ["DatasetParams", "JsonlParams", "dataset_task", "read_examples", "read_jsonl_examples", "DataError"]
+__all__ = ["DatasetParams", "JsonlParams", "dataset_task", "read_examples", "read_jsonl_examples", "split_holdout",
+           "DataError"]
 
 
 class DataError(ValueError):
@@ -145,17 +146,21 @@ def read_examples(path: str | Path, p: DatasetParams) -> list[Example]:
 read_jsonl_examples = read_examples
 
 
+def split_holdout(examples: list[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """``(train, eval)``: a seeded ``fraction`` of ``examples`` held out, order otherwise kept."""
+    idx = list(range(len(examples)))
+    random.Random(seed).shuffle(idx)
+    held = set(idx[: int(round(len(examples) * fraction))])
+    return ([e for i, e in enumerate(examples) if i not in held], [e for i, e in enumerate(examples) if i in held])
+
+
 def dataset_task(p: DatasetParams) -> Task:
     """Prompts and answers from local data files (JSONL, parquet, or a saved datasets directory)."""
     train = read_examples(p.train_path, p)
     if p.eval_path:
         evals = read_examples(p.eval_path, p)
     else:
-        idx = list(range(len(train)))
-        random.Random(p.data_seed).shuffle(idx)
-        held = set(idx[: int(round(len(train) * p.eval_fraction))])
-        evals = [e for i, e in enumerate(train) if i in held]
-        train = [e for i, e in enumerate(train) if i not in held]
+        train, evals = split_holdout(train, p.eval_fraction, p.data_seed)
     verifier = build_verifier(p.verifier, p.verifier_params) if ":" not in p.verifier else from_callable(p.verifier)
     return Task(p.name, {"train": train, "eval": evals}, [WeightedVerifier(verifier)])
 

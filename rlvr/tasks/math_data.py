@@ -10,7 +10,6 @@ to each prompt (e.g. where to put the final answer).
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from pydantic import Field
@@ -18,7 +17,7 @@ from pydantic import Field
 from rlvr.core.types import Example
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
-from rlvr.tasks.dataset import DataError, _format, _jsonl_rows, _table_rows
+from rlvr.tasks.dataset import DataError, _format, _jsonl_rows, _table_rows, split_holdout
 from rlvr.verifiers import build_verifier
 
 __all__ = ["MathDataParams", "gsm8k_task", "math_task", "gsm8k_gold", "math_gold"]
@@ -82,11 +81,7 @@ def _task(p: MathDataParams, kind: str) -> Task:
     if p.eval_path:
         evals = _load(p.eval_path, p, kind)
     else:
-        idx = list(range(len(train)))
-        random.Random(p.data_seed).shuffle(idx)
-        held = set(idx[: int(round(len(train) * p.eval_fraction))])
-        evals = [e for i, e in enumerate(train) if i in held]
-        train = [e for i, e in enumerate(train) if i not in held]
+        train, evals = split_holdout(train, p.eval_fraction, p.data_seed)
     return Task(kind, {"train": train, "eval": evals}, [WeightedVerifier(build_verifier("math", p.verifier_params))])
 
 
