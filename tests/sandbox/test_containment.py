@@ -185,7 +185,12 @@ for p in ["{in_repo}", "/usr/escape", "/escape", "/etc/passwd", "/box/main.py", 
 '''
     try:
         res = run(bwrap_sandbox, src)
-        assert res.stdout.count(b"refused") == 6 and res.stdout.count(b"WROTE") == 1, res.stdout
+        for p in ["/usr/escape", "/escape", "/etc/passwd", "/box/main.py", "/proc/sys/kernel/core_pattern"]:
+            assert f"refused {p} ".encode() in res.stdout, res.stdout
+        # a checkout under /tmp (as CI's may be) is shadowed by the run's scratch tmpfs: the write lands there
+        repo_refused = f"refused {in_repo} ".encode() in res.stdout
+        assert repo_refused or in_repo.startswith("/tmp/"), res.stdout
+        # what matters: nothing the program wrote reaches the host
         assert not os.path.exists(in_repo) and list(tmp_path.iterdir()) == []
     finally:
         if os.path.exists(in_repo):

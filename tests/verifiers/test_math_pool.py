@@ -1,6 +1,7 @@
 """Worker pool deadlines: hung, crashing and unstartable workers, pathological inputs, and workers that
 die with their parent. A scripted fake worker stands in where a real one cannot be made to hang in C."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -126,7 +127,9 @@ def test_pathological_answers_return_within_the_deadline():
             t = time.perf_counter()
             s = v.verify("5", f"\\boxed{{{answer}}}")
             assert time.perf_counter() - t < 1.0 + 0.5, answer
-            assert (s.reward, s.info["reason"]) == (0.0, "timeout"), answer
+            # our parser declines these; math-verify (optional extra) then tries and hits the deadline
+            want = "timeout" if importlib.util.find_spec("math_verify") else "unparsable"
+            assert (s.reward, s.info["reason"]) == (0.0, want), answer
         # decided quickly without a deadline: sizes are capped instead of computed
         for answer in ("10^{10^{10}}", "(10^{10})!", "100000!", "1e999999999", "(x+1)^{100000}"):
             t = time.perf_counter()
