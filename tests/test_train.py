@@ -86,8 +86,10 @@ def test_resume_from_mid_run_checkpoint_matches_uninterrupted(jsonl_cfg_override
     part = tmp_path / "part"
     shutil.copytree(full, part)
     shutil.rmtree(part / "checkpoints" / "step_000004")
-    resume(part / "checkpoints" / "step_000002")
+    summary = resume(part / "checkpoints" / "step_000002")
     assert same_weights(weights(full, 4), weights(part, 4))
+    before = json.loads((part / "checkpoints" / "step_000002" / "state.json").read_text())["rl_seconds"]
+    assert 0 < before < summary["rl_seconds"]  # the summary counts the RL time before the resume too
     steps = [json.loads(x)["step"] for x in (part / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4]
     a = [json.loads(x)["reward"] for x in (full / "metrics.jsonl").read_text().splitlines()]

@@ -119,7 +119,8 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
 
     def save(step: int) -> None:
         state = {"sampler": c.sampler.state_dict(), "allocator": c.allocator.state_dict(),
-                 "stats": c.stats.state_dict(), "kl": c.kl.state_dict(), **extra}
+                 "stats": c.stats.state_dict(), "kl": c.kl.state_dict(), **extra,
+                 "rl_seconds": extra.get("rl_seconds", 0.0) + time.perf_counter() - t0}
         save_checkpoint(run_dir, step, c.model, c.tokenizer, c.optimizer, c.scheduler, state, keep)
 
     def on_step(step: int, m: dict[str, float]) -> None:
@@ -210,7 +211,7 @@ def resume(path: str | Path, overrides: list[str] | None = None) -> dict[str, An
     c.allocator.load_state_dict(state["allocator"])
     c.stats.load_state_dict(state["stats"])
     c.kl.load_state_dict(state["kl"])
-    extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss") if k in state}
+    extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds") if k in state}
     return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
 
 
