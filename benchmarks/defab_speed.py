@@ -1,26 +1,38 @@
 """Speed of the DeFAb engine and answer checks.
 
 1. Engine: time per ground rule of ``derive`` on random propositional theories of growing size (the
-   closure is linear, so µs/rule should stay flat), and of grounding + derive on random datalog taxonomies.
-2. Checks: median and 99th-percentile time of one ``score_answer`` call on small hand-built Level-1/2/3
-   instances (taxonomy + defaults + one exception), cold (per-instance cache cleared) and warm (the G
-   rollouts of one prompt share the cached instance work).
+   closure is linear, so µs/rule should stay flat; "visits/rule", the machine-independent work, is
+   flat), and of grounding + derive on random datalog taxonomies.
+2. Verification over **generated** instances (every shipped KB, mixed distractors): median and 99th
+   percentile time of one ``score_answer`` call for Level-1/2 and Level-3 answers (the gold, with its
+   superiority pairs, and random mutations of it), for
+   - ``incremental, warm``: the per-instance cache already holds D⁻ grounded and derived (the G rollouts
+     of one prompt share it) — the reward's normal case;
+   - ``same, M4 text in``: as warm, but the answer arrives as M4 text and is parsed inside the check;
+   - ``incremental, cold``: the first answer to an instance, grounding D⁻ included;
+   - ``reground``: the reference path that grounds and derives all of D′ for every check (what every
+     check cost before the incremental checker).
 
-Times are CPU time of this process (``time.process_time``), best of 3 for the engine rows.
+Times are CPU time of this process (``time.process_time``; the machine may be shared), best of 3 for
+the engine rows.
 
-Usage: python benchmarks/defab_speed.py [--quick]
+Usage: python benchmarks/defab_speed.py [--quick] [--instances N] [--profile]
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
+import pstats
 import random
 import statistics
-import sys
 import time
 
 from rlvr.defab.engine import _Closure, _Compiled, derive, resolve_variant
+from rlvr.defab.generate import generate
 from rlvr.defab.ground import ground
-from rlvr.defab.score import _abduction_instance, _level3_instance, score_answer
+from rlvr.defab.kb import BUILTIN_KBS
+from rlvr.defab.score import _abduction_instance, _level3_instance, prepare, score_answer
 from rlvr.defab.syntax import Atom, Literal, Rule, RuleKind, Superiority, Theory
 
 KINDS = (RuleKind.STRICT, RuleKind.DEFEASIBLE, RuleKind.DEFEASIBLE, RuleKind.DEFEASIBLE, RuleKind.DEFEATER)
@@ -74,30 +86,68 @@ def bench_engine(sizes: list[int]) -> None:
         print(f"{len(g):>12} {tg:>9.4f} {td:>9.4f} {(tg + td) / len(g) * 1e6:>8.2f}")
 
 
-def bench_checks(n_instances: int, reps: int) -> None:
-    rng = random.Random(0)
-    instances = [taxonomy(rng.randint(3, 12), rng.randint(3, 15), rng) for _ in range(n_instances)]
-    sizes = [len(ground(t)) for t, _, _ in instances]
-    print(f"checks: {n_instances} Level-3 instances, {min(sizes)}–{max(sizes)} ground rules (median "
-          f"{statistics.median(sizes):.0f}), {len(instances[0][2])} answers each")
-    for label, cold in (("level 3, cold", True), ("level 3, warm", False)):
-        times = []
-        for _ in range(reps):
-            for theory, anomaly, answers in instances:
-                for a in answers:
-                    if cold:
-                        _level3_instance.cache_clear()
-                    times.append(_timed(lambda: score_answer(theory, anomaly, a, 3)))
-        _report(label, times)
+def _clear_caches() -> None:
+    for cache in (prepare, _abduction_instance, _level3_instance):
+        cache.cache_clear()
+
+
+def _answers(inst, rng: random.Random) -> list[tuple]:
+    """The gold (with Γ) and 5 mutations: other predicate, other constant, body changed or dropped."""
+    g, gamma = inst.gold, inst.gold_superiority
+    preds = sorted(inst.theory.predicates())
+    consts = sorted(inst.theory.constants())
+    out = [(g, gamma)]
+    for _ in range(5):
+        if isinstance(g, Literal):
+            out.append((Literal.of(rng.choice(preds), rng.choice(consts + list(g.args))), ()))
+            continue
+        body = rng.choice([[Literal.of(rng.choice(preds), "X")], [*g.body, Literal.of(rng.choice(preds), "X")],
+                           [Literal.of(g.body[0].predicate, rng.choice(consts))], g.body])
+        head = g.head if rng.random() < 0.5 else Literal.of(rng.choice(preds), "X", negated=g.head.negated)
+        out.append((Rule(g.label, g.kind, body, head), gamma if rng.random() < 0.5 else ()))
+    return out
+
+
+def _time_checks(cases: list, mode: str) -> list[float]:
     times = []
-    for theory, anomaly, _ in instances:  # Level 2: restore dep0(tweety) once p0 was removed
-        l2 = theory.remove(theory.rule("p0"))
-        target = Literal.of("dep0", "tweety")
-        for a in ("p0: c0(X) => prop0(X).", "p0: special(X) => prop0(X).", "p0: c1(X) => prop0(X)."):
-            for _ in range(reps):
-                _abduction_instance.cache_clear()
-                times.append(_timed(lambda: score_answer(l2, target, a, 2)))
-    _report("level 2, cold", times)
+    for inst, answers in cases:
+        if mode == "cold":
+            _clear_caches()
+            h, gamma = answers[0]
+            times.append(_timed(lambda: score_answer(inst.theory, inst.target, h, inst.level, superiority=gamma)))
+            continue
+        score_answer(inst.theory, inst.target, *answers[0][:1], inst.level)  # warm the per-instance cache
+        for h, gamma in answers:
+            if mode == "text":  # the M4 answer text, decoded as part of the check
+                text = "\n".join([f"{h}." if isinstance(h, Literal) else str(h), *map(str, gamma)])
+                times.append(_timed(lambda: score_answer(inst.theory, inst.target, text, inst.level)))
+                continue
+            times.append(_timed(lambda: score_answer(inst.theory, inst.target, h, inst.level, superiority=gamma,
+                                                     reground=mode == "reground")))
+    return times
+
+
+def bench_checks(n_per_kb: int, reps: int, profile: bool) -> None:
+    rng = random.Random(0)
+    groups = {"level 1/2": [], "level 3": []}
+    for level in (1, 2, 3):
+        for kb in BUILTIN_KBS:
+            for inst in generate(level, n_per_kb, 100, kb=kb, strategy="mixed"):
+                groups["level 3" if level == 3 else "level 1/2"].append((inst, _answers(inst, rng)))
+    for name, cases in groups.items():
+        sizes = [len(prepare(i.theory).ground) for i, _ in cases]
+        print(f"checks, {name}: {len(cases)} generated instances, {min(sizes)}–{max(sizes)} ground rules "
+              f"(median {statistics.median(sizes):.0f}), {len(cases[0][1])} answers each")
+        for mode in ("warm", "text", "cold", "reground"):
+            times = [t for _ in range(reps if mode != "cold" else 1) for t in _time_checks(cases, mode)]
+            _report({"warm": "incremental, warm", "text": "  same, M4 text in", "cold": "incremental, cold",
+                     "reground": "reground"}[mode], times)
+        if profile:
+            _clear_caches()
+            _time_checks(cases, "warm")
+            prof = cProfile.Profile()
+            prof.runcall(lambda: [_time_checks(cases, "warm") for _ in range(reps)])
+            pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
 
 def _visits(g) -> int:
@@ -121,14 +171,18 @@ def _timed(fn) -> float:
 def _report(label: str, times: list[float]) -> None:
     times = sorted(times)
     p99 = times[min(len(times) - 1, int(0.99 * len(times)))]
-    print(f"  {label:<14} n={len(times):>5}  median {statistics.median(times) * 1e3:7.3f} ms   "
-          f"p99 {p99 * 1e3:7.3f} ms")
+    print(f"  {label:<18} n={len(times):>5}  median {statistics.median(times) * 1e6:8.1f} µs   "
+          f"p99 {p99 * 1e6:8.1f} µs")
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv
-    bench_engine([1_000, 3_000, 10_000] if quick else [1_000, 3_000, 10_000, 30_000, 100_000])
-    bench_checks(20 if quick else 50, 1 if quick else 3)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller theories and fewer instances")
+    ap.add_argument("--instances", type=int, default=None, help="instances per KB and level (default 10, quick 3)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the warm incremental checks")
+    args = ap.parse_args()
+    bench_engine([1_000, 3_000, 10_000] if args.quick else [1_000, 3_000, 10_000, 30_000, 100_000])
+    bench_checks(args.instances or (3 if args.quick else 10), 1 if args.quick else 3, args.profile)
 
 
 if __name__ == "__main__":

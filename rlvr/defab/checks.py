@@ -59,7 +59,7 @@ from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, is_v
 __all__ = ["InstanceError", "derives", "expectations", "criticality", "add_hypothesis", "valid_derivation",
            "is_defeasible_anomaly", "anomaly_resolved", "protected_expectations", "conservativity",
            "body_subsets", "is_minimal", "LanguageBias", "well_formedness", "novelty", "revision_distance",
-           "Strength", "strength", "graded_score"]
+           "Strength", "strength", "classify_strength", "graded_score"]
 
 Hypothesis = Union[Literal, Rule]
 
@@ -236,9 +236,15 @@ class Strength(str, enum.Enum):
 def strength(revised: Conclusions, anomaly: Literal, conservative: bool) -> Strength:
     """Classify by outcome. Deriving α needs a supporting rule that wins, which in practice is an exception
     ``=>`` with Γ (a defeater supports nothing); the outcome is what the paper's definitions compare."""
-    if anomaly in revised.defeasible:
+    return classify_strength(anomaly in revised.defeasible, anomaly.complement() in revised.defeasible,
+                             conservative)
+
+
+def classify_strength(anomaly_derived: bool, observation_derived: bool, conservative: bool) -> Strength:
+    """:func:`strength` from the two +∂ answers it needs (D′ ⊢∂ anomaly, D′ ⊢∂ α)."""
+    if anomaly_derived:
         return Strength.UNRESOLVED
-    if anomaly.complement() in revised.defeasible:
+    if observation_derived:
         return Strength.RESTRUCTURING if conservative else Strength.STRONG
     return Strength.WEAK
 

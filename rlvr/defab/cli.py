@@ -64,7 +64,11 @@ def generate_cmd(out: Annotated[Path, typer.Option("--out", help="output JSONL f
                  kb: Annotated[str, typer.Option("--kb", help="shipped KB name or path to a KB file")] = "animals",
                  nonsense: Annotated[bool, typer.Option("--nonsense", help="made-up vocabulary")] = False,
                  distractors: Annotated[str, typer.Option(help=f"distractor strategy: {', '.join(STRATEGIES)}")]
-                 = "random"):
+                 = "random",
+                 exceptions: Annotated[float, typer.Option(
+                     "--exceptions", min=0.0, max=1.0,
+                     help="share of Level-3 golds that are exceptions with priority (the rest are defeaters)")]
+                 = 0.5):
     """Write N verified DeFAb instances (theory, target, level, gold hypothesis) as JSONL."""
     import json
 
@@ -73,7 +77,7 @@ def generate_cmd(out: Annotated[Path, typer.Option("--out", help="output JSONL f
     if distractors not in STRATEGIES:
         _fail(f"unknown distractor strategy {distractors!r}; choose one of {', '.join(STRATEGIES)}")
     try:
-        instances = generate(level, n, seed, kb=kb, strategy=distractors, nonsense=nonsense)
+        instances = generate(level, n, seed, kb=kb, strategy=distractors, nonsense=nonsense, exceptions=exceptions)
     except (KBError, GenerationError) as e:
         _fail(str(e))
     out.parent.mkdir(parents=True, exist_ok=True)

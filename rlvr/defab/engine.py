@@ -109,7 +109,7 @@ class _Compiled:
     """The ground theory as integer arrays: literal ids 2k / 2k+1 for atom k and its negation."""
 
     def __init__(self, gt: GroundTheory, logic: Logic):
-        atoms: dict = {}
+        self.atoms = atoms = {}  # atom -> k (literal ids 2k, 2k+1)
         self.literals: list[Literal] = []
 
         def lid(lit: Literal) -> int:
@@ -120,12 +120,18 @@ class _Compiled:
             return 2 * k + lit.negated
 
         self.facts = [lid(f) for f in gt.facts]
-        self.head = [lid(r.head) for r in gt.rules]
-        self.body = [list(dict.fromkeys(lid(b) for b in r.body)) for r in gt.rules]  # dedupe: counters
-        kinds = [r.kind for r in gt.rules]
-        self.strict = [k is RuleKind.STRICT for k in kinds]
-        self.is_sup = [k is RuleKind.DEFEASIBLE or (k is RuleKind.STRICT and logic.strict_support) for k in kinds]
-        self.is_att = [k is not RuleKind.STRICT or logic.strict_attack for k in kinds]
+        self.head, self.body = head, bodies = [], []
+        self.strict, self.is_sup, self.is_att = strict, is_sup, is_att = [], [], []
+        support, attack = logic.strict_support, logic.strict_attack
+        for r in gt.rules:
+            head.append(lid(r.head))
+            body = r.body
+            bodies.append([lid(body[0])] if len(body) == 1 else list(dict.fromkeys(map(lid, body))))  # dedupe
+            k = r.kind
+            st = k is RuleKind.STRICT
+            strict.append(st)
+            is_sup.append(k is RuleKind.DEFEASIBLE or (st and support))
+            is_att.append(attack or not st)
         n = len(self.literals)
         self.occ: list[list[int]] = [[] for _ in range(n)]
         self.n_strict, self.n_sup, self.n_att = [0] * n, [0] * n, [0] * n

@@ -12,11 +12,17 @@ Construction (DeFAb §3, VERIFIERS.md §5.2–5.3, type-grounded family κ_type)
    - L2: e is a defeasible rule ``class(X) => p(X)``, q = ``p(ind)`` derived in D;
    - L3: e is a defeater ``c(X) ~> ~p(X)``, the anomaly is ``p(ind)``: derived in D∖{e} but not in D.
    D⁻ = D∖{e}; e is critical (e ∈ Crit*(D, q)) because D⁻ no longer derives q, which is checked.
+   Level-3 golds come in the two hypothesis types of DeFAb §5 / VERIFIERS 5.3 step 4: with probability
+   ``exceptions`` the gold is the **exception with priority** ``h1: c(X) => ~p(X).`` plus ``h1 > r.`` for
+   every defeasible rule or defeater r of D⁻ whose instance for ind supports p(ind) and is applicable
+   (so D′ derives ~p(ind): a conservative strong resolution, "restructuring"); otherwise the defeater
+   ``h1: c(X) ~> ~p(X).`` (a conservative weak resolution). Both score 1.0 (decision 2); an exception
+   gold is kept only if it verifies as restructuring, else the instance falls back to the defeater.
 3. Add distractors (:mod:`rlvr.defab.distract`), shuffle statement order, relabel rules by kind
    (``s1.., r1.., d1..``) so that neither order nor a label gap gives the answer away; the gold rule is
    labelled ``h1``.
-4. Keep the instance only if the gold hypothesis scores 1.0 under :func:`rlvr.defab.score.score_answer`
-   (the same check the reward uses); otherwise retry with the next candidate.
+4. Keep the instance only if the gold hypothesis (with its superiority pairs Γ) scores 1.0 under
+   :func:`rlvr.defab.score.score_answer` (the same check the reward uses); otherwise retry.
 
 Everything is seeded: instance ``k`` of ``(kb, level, seed)`` uses ``Random(f"{kb}/{level}/{seed}/{k}")``,
 so the same arguments always give the same instances, and ``n`` only decides how many are drawn.
@@ -30,9 +36,9 @@ from typing import Iterator, Union
 
 from rlvr.defab.engine import derive
 from rlvr.defab.kb import KB, load_kb
-from rlvr.defab.parser import parse_literal, parse_rule, parse_theory
-from rlvr.defab.score import score_answer
-from rlvr.defab.syntax import Literal, Rule, RuleKind, Theory
+from rlvr.defab.parser import parse_literal, parse_theory
+from rlvr.defab.score import decode_answer, prepare, score_answer
+from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory
 
 __all__ = ["Instance", "GenerationError", "generate", "generate_one", "kb_theory", "glossary_of", "load_instances",
            "LEVELS"]
@@ -53,6 +59,7 @@ class Instance:
     ``target`` is q at Levels 1–2 and the anomaly (the wrongly derived literal) at Level 3, exactly as
     :func:`~rlvr.defab.score.score_answer` takes it. ``glossary`` maps every predicate to ``"class"`` or
     ``"property"`` (used by the renderings); ``distractors`` lists the added distractor statements.
+    ``gold_superiority`` is Γ, the superiority pairs of a Level-3 exception gold (empty otherwise).
     """
 
     id: str
@@ -65,14 +72,18 @@ class Instance:
     distractors: tuple = ()
     strategy: str = "none"
     nonsense: bool = False
+    gold_superiority: tuple = ()
 
     @property
     def gold_text(self) -> str:
-        """The gold hypothesis as one M4 statement (``bird(tweety).`` or ``h1: bird(X) => flies(X).``)."""
-        return f"{self.gold}." if isinstance(self.gold, Literal) else str(self.gold)
+        """The gold answer in M4: one statement (``bird(tweety).``, ``h1: bird(X) => flies(X).``), then
+        one line per superiority pair of an exception gold (``h1 > r2.``)."""
+        head = f"{self.gold}." if isinstance(self.gold, Literal) else str(self.gold)
+        return "\n".join([head, *map(str, self.gold_superiority)])
 
-    def score(self, answer) -> float:
-        return score_answer(self.theory, self.target, answer, self.level).score
+    def score(self, answer, superiority=()) -> float:
+        """The reward of ``answer`` (M4 text, or a hypothesis with its superiority pairs)."""
+        return score_answer(self.theory, self.target, answer, self.level, superiority=superiority).score
 
     def to_json(self) -> dict:
         return {"id": self.id, "level": self.level, "kb": self.kb, "theory": str(self.theory),
@@ -81,12 +92,10 @@ class Instance:
 
     @classmethod
     def from_json(cls, d: dict) -> "Instance":
-        gold_text = d["gold"].strip()
-        gold = parse_rule(gold_text) if any(a in gold_text for a in ("->", "=>", "~>")) \
-            else parse_literal(gold_text.rstrip("."))
+        gold, gamma = decode_answer(d["gold"])
         return cls(d["id"], int(d["level"]), parse_theory(d["theory"]), parse_literal(d["target"]), gold,
                    d.get("kb", ""), dict(d.get("glossary", {})), tuple(d.get("distractors", ())),
-                   d.get("strategy", "none"), bool(d.get("nonsense", False)))
+                   d.get("strategy", "none"), bool(d.get("nonsense", False)), gamma)
 
 
 def _lit(pred: str, arg: str, negated: bool = False) -> Literal:
@@ -136,6 +145,18 @@ def _candidates(theory: Theory, level: int) -> Iterator[tuple[Hypothesis, Litera
                         yield rule, q
 
 
+def exception_gold(theory: Theory, defeater: Rule, anomaly: Literal) -> tuple[Rule, tuple]:
+    """The exception-with-priority form of a Level-3 defeater gold: ``h => ~p`` with the same body and
+    label, and ``h > r`` for every defeasible rule or defeater r of D⁻ with an applicable instance for
+    the anomaly (each would otherwise attack the exception's conclusion; team defeat needs them beaten)."""
+    h = Rule(defeater.label, RuleKind.DEFEASIBLE, defeater.body, defeater.head)
+    prep = prepare(theory)
+    beaten = dict.fromkeys(r.label for r in prep.ground.rules
+                           if r.head == anomaly and r.kind is not RuleKind.STRICT
+                           and all(b in prep.base.defeasible for b in r.body))
+    return h, tuple(Superiority(h.label, label) for label in beaten)
+
+
 def _finish(reduced: Theory, gold: Hypothesis, rng: random.Random) -> tuple[Theory, Hypothesis]:
     """Shuffle statement order and relabel by kind; the gold rule becomes ``h1``."""
     facts, rules = list(reduced.facts), list(reduced.rules)
@@ -152,12 +173,17 @@ def _finish(reduced: Theory, gold: Hypothesis, rng: random.Random) -> tuple[Theo
 
 
 def generate_one(kb: KB, level: int, rng: random.Random, *, n_individuals: int = 4, strategy: str = "random",
-                 n_distractors: int = 5, instance_id: str = "") -> Instance:
-    """One verified instance; raises :class:`GenerationError` after repeated failures."""
+                 n_distractors: int = 5, instance_id: str = "", exceptions: float = 0.5) -> Instance:
+    """One verified instance; raises :class:`GenerationError` after repeated failures.
+
+    ``exceptions``: the probability that a Level-3 gold is an exception with priority (module docstring).
+    """
     from rlvr.defab.distract import add_distractors  # distract imports Instance helpers lazily
 
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    if not 0.0 <= exceptions <= 1.0:
+        raise ValueError(f"exceptions must be a probability in [0, 1], got {exceptions!r}")
     for _ in range(_TRIES):
         individuals = rng.sample(list(kb.instances), min(n_individuals, len(kb.instances)))
         theory = kb_theory(kb, individuals)
@@ -168,15 +194,23 @@ def generate_one(kb: KB, level: int, rng: random.Random, *, n_individuals: int =
         reduced = theory.remove(element)
         reduced, added = add_distractors(reduced, kb, element, target, level, strategy, n_distractors, rng)
         reduced, gold = _finish(reduced, element, rng)
-        if score_answer(reduced, target, gold, level).score == 1.0:
+        gamma: tuple = ()
+        if level == 3 and rng.random() < exceptions:
+            exception, pairs = exception_gold(reduced, gold, target)
+            v = score_answer(reduced, target, exception, level, superiority=pairs)
+            if v.score == 1.0 and v.details.get("strength") == "restructuring":
+                gold, gamma = exception, pairs
+        if score_answer(reduced, target, gold, level, superiority=gamma).score == 1.0:
             return Instance(instance_id, level, reduced, target, gold, kb.name, glossary_of(kb),
-                            tuple(map(str, added)), strategy)
+                            tuple(map(str, added)), strategy, gold_superiority=gamma)
     raise GenerationError(f"no Level-{level} instance found in KB {kb.name!r} after {_TRIES} tries")
 
 
 def generate(level: int, n: int, seed: int = 0, *, kb: Union[str, KB] = "animals", strategy: str = "random",
-             n_distractors: int = 5, n_individuals: int = 4, nonsense: bool = False) -> list[Instance]:
-    """``n`` seeded instances of one level; ``nonsense`` renames the vocabulary (:mod:`rlvr.defab.nonsense`)."""
+             n_distractors: int = 5, n_individuals: int = 4, nonsense: bool = False,
+             exceptions: float = 0.5) -> list[Instance]:
+    """``n`` seeded instances of one level; ``nonsense`` renames the vocabulary (:mod:`rlvr.defab.nonsense`);
+    ``exceptions`` is the share of Level-3 golds that are exceptions with priority."""
     from rlvr.defab.nonsense import to_nonsense
 
     base = kb if isinstance(kb, KB) else load_kb(kb)
@@ -185,7 +219,7 @@ def generate(level: int, n: int, seed: int = 0, *, kb: Union[str, KB] = "animals
         rng = random.Random(f"{base.name}/{level}/{seed}/{k}/{strategy}")
         iid = f"defab-{base.name}-L{level}-s{seed}-{k}" + ("-syn" if nonsense else "")
         inst = generate_one(base, level, rng, n_individuals=n_individuals, strategy=strategy,
-                            n_distractors=n_distractors, instance_id=iid)
+                            n_distractors=n_distractors, instance_id=iid, exceptions=exceptions)
         out.append(to_nonsense(inst, rng) if nonsense else inst)
     return out
 

@@ -39,7 +39,8 @@ from typing import Iterable, Iterator, Optional
 
 from rlvr.defab.syntax import Atom, Literal, Rule, RuleKind, Theory, TheoryError, is_variable
 
-__all__ = ["GroundingError", "GroundTheory", "ground", "check_range_restriction", "gc_paused", "MODES"]
+__all__ = ["GroundingError", "GroundTheory", "ground", "ground_with_domains", "check_range_restriction", "gc_paused",
+           "MODES"]
 
 MODES = ("full", "exhaustive", "relevant")
 Key = tuple  # (negated, predicate, arity)
@@ -111,12 +112,21 @@ def ground(theory: Theory, mode: str = "full", *, range_restricted: bool = True)
     if range_restricted:
         check_range_restriction(theory)
     with gc_paused():
-        return _ground(theory, mode)
+        return _ground(theory, mode)[0]
 
 
-def _ground(theory: Theory, mode: str) -> GroundTheory:
+def ground_with_domains(theory: Theory) -> tuple[GroundTheory, "_Domains"]:
+    """The full grounding and its body domains: per signed predicate, the argument tuples of the
+    literals that do not fail (N(D) in :mod:`rlvr.defab.incremental`)."""
+    check_range_restriction(theory)
+    with gc_paused():
+        return _ground(theory, "full")
+
+
+def _ground(theory: Theory, mode: str) -> tuple[GroundTheory, Optional["_Domains"]]:
     consts = sorted(theory.constants())
     cache = _LitCache()
+    doms = None
     if mode == "exhaustive":
         rules = [inst for r in theory.rules for inst in _exhaustive(r, consts, cache)]
     else:
@@ -124,7 +134,7 @@ def _ground(theory: Theory, mode: str) -> GroundTheory:
         rules = [cache.rule(r, th) for r in theory.rules
                  for th in (done[r] if r in done else _thetas(r, doms, consts))]
     sup = [(s.superior, s.inferior) for s in theory.superiority]
-    return GroundTheory(theory.facts, rules, sup, consts)
+    return GroundTheory(theory.facts, rules, sup, consts), doms
 
 
 class _LitCache:

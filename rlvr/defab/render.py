@@ -21,13 +21,20 @@ every predicate known to the instance's glossary (M1/M2) — otherwise the answe
 edit-distance or model-based repair (DeFAb's D2/D3): a near miss is a miss, so the reward cannot be
 gamed by answers that are only close. A decoded rule gets the label ``h1``.
 
+A Level-3 exception states its priority over existing rules (Γ): in the formal styles as lines
+``h1 > r2.`` after the rule; in the sentence styles, which show no labels, by repeating each overridden
+rule as the theory states it: "If X is a penguin, then typically it is not the case that X flies. It
+overrides: If X is a bird, then typically X flies." The decoder maps each repeated rule to the label of
+the theory rule with the same kind, body and head (up to renaming variables); one that matches no rule
+is a decode failure.
+
 The rendering-robust score of an instance is the minimum over the four renderings of its score.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from rlvr.defab.parser import parse_statements
 from rlvr.defab.score import Verdict, score_answer
@@ -45,6 +52,12 @@ _TASK = {1: "Which single fact, added to the theory, makes it follow (defeasibly
          2: "Which single default rule (a defeasible rule), added to the theory, makes it follow that {q}?",
          3: "The theory concludes that {q}, but this is wrong. Give one defeater or exception rule that blocks "
             "this conclusion while keeping every other conclusion that does not depend on it."}
+_PRIORITY = {"formal": "An exception rule (=>) may take priority over rules of the theory: add one line "
+                       "'h1 > LABEL.' per overridden rule after it.",
+             "sentence": "An exception rule ('{adverb}') may take priority over rules of the theory: after it, "
+                         "add 'It overrides: ' followed by the overridden rule exactly as the theory states it, "
+                         "once per overridden rule."}
+_OVERRIDES = re.compile(r"\s*\bIt overrides:\s*")
 
 
 def _words(pred: str) -> str:
@@ -97,9 +110,20 @@ def render_theory(theory: Theory, glossary: Mapping[str, str], style: str) -> st
     return "\n".join(lines) + "\n"
 
 
-def answer_text(h: Union[Literal, Rule], glossary: Mapping[str, str], style: str) -> str:
-    """What a correct completion ends with: ``Answer: <hypothesis in the style's format>``."""
-    return "Answer: " + render_hypothesis(h, glossary, style)
+def answer_text(h: Union[Literal, Rule], glossary: Mapping[str, str], style: str,
+                superiority: Sequence[Superiority] = (), theory: Optional[Theory] = None) -> str:
+    """What a correct completion ends with: ``Answer: <hypothesis in the style's format>``, with the
+    priority of a Level-3 exception (``superiority``; the sentence styles need ``theory`` to restate the
+    overridden rules)."""
+    text = "Answer: " + render_hypothesis(h, glossary, style)
+    if not superiority:
+        return text
+    if style in ("annotated", "formal"):
+        return "\n".join([text, *map(str, superiority)])
+    if theory is None:
+        raise ValueError("the sentence renderings of superiority pairs need the theory")
+    return text + "".join(f" It overrides: {render_hypothesis(theory.rule(s.inferior), glossary, style)}"
+                          for s in superiority)
 
 
 def render_prompt(theory: Theory, target: Literal, level: int, glossary: Mapping[str, str], style: str) -> str:
@@ -111,6 +135,10 @@ def render_prompt(theory: Theory, target: Literal, level: int, glossary: Mapping
                        Literal.of("has_p", "X", negated=True))}[level]
     gloss = {**glossary, "example_class": "class"}
     question = _TASK[level].format(q=render_literal(target, glossary, style))
+    if level == 3:
+        formal = style in ("annotated", "formal")
+        question += " " + _PRIORITY["formal" if formal else "sentence"].format(
+            adverb=None if formal else _ADVERB[style][RuleKind.DEFEASIBLE])
     return (f"Here is a theory in defeasible logic ({style} rendering). Strict statements always hold, "
             "default rules hold unless defeated, and defeaters only block conclusions.\n\n"
             f"{render_theory(theory, glossary, style)}\n{question}\n"
@@ -171,8 +199,30 @@ def _decode_sentence(text: str, glossary: Mapping[str, str], style: str) -> Unio
     return Rule("h1", adverbs[m.group(2)], body, _decode_clause(m.group(3), glossary, var_words))
 
 
-def decode(text: str, glossary: Mapping[str, str], style: str) -> tuple:
-    """``(hypothesis, superiority pairs)`` from a completion; raises ``ValueError`` when none is readable."""
+def _shape(rule: Rule) -> tuple:
+    """(kind, body, head) with variables renamed in order of first occurrence (labels ignored)."""
+    names = {v: f"V{i}" for i, v in enumerate(rule.variables)}
+
+    def lit(x: Literal) -> tuple:
+        return x.negated, x.predicate, tuple(names.get(a, a) for a in x.args)
+
+    return rule.kind, tuple(map(lit, rule.body)), lit(rule.head)
+
+
+def _overridden(sentence: str, glossary: Mapping[str, str], style: str, theory: Optional[Theory]) -> str:
+    """The label of the theory rule a sentence restates (for "It overrides: ...")."""
+    rule = _decode_sentence(sentence, glossary, style)
+    if isinstance(rule, Rule) and theory is not None:
+        want = _shape(rule)
+        for r in theory.rules:
+            if _shape(r) == want:
+                return r.label
+    raise ValueError(f"the overridden rule {sentence!r} is not a rule of the theory")
+
+
+def decode(text: str, glossary: Mapping[str, str], style: str, theory: Optional[Theory] = None) -> tuple:
+    """``(hypothesis, superiority pairs)`` from a completion; raises ``ValueError`` when none is readable.
+    ``theory`` resolves the overridden rules of a sentence-style exception (module docstring)."""
     answer = extract_answer(text, style)
     if not answer:
         raise ValueError("no 'Answer:' line")
@@ -182,14 +232,18 @@ def decode(text: str, glossary: Mapping[str, str], style: str) -> tuple:
         if len(hyps) != 1:
             raise ValueError(f"expected exactly one fact or rule, found {len(hyps)}")
         return hyps[0], tuple(x for x in items if isinstance(x, Superiority))
-    return _decode_sentence(answer, glossary, style), ()
+    first, *overridden = _OVERRIDES.split(answer)
+    h = _decode_sentence(first, glossary, style)
+    if overridden and not isinstance(h, Rule):
+        raise ValueError("only a rule can override rules")
+    return h, tuple(Superiority(h.label, _overridden(x, glossary, style, theory)) for x in overridden)
 
 
 def score_completion(theory: Theory, target: Literal, level: int, glossary: Mapping[str, str], style: str,
                      text: str) -> Verdict:
     """Decode ``text`` in ``style`` and score it exactly; never raises on model output."""
     try:
-        h, gamma = decode(text, glossary, style)
+        h, gamma = decode(text, glossary, style, theory)
     except (ValueError, TheoryError) as e:
         return Verdict(0.0, f"decode failure: {e}")
     return score_answer(theory, target, h, level, superiority=gamma)

@@ -12,8 +12,11 @@ renderings (M1–M3) is the task's job. Wrong answers never raise: they score 0 
 - Level 3 (defeater abduction) is graded 0 / 0.25 / 0.5 / 0.75 / 1 (:func:`~rlvr.defab.checks.graded_score`)
   with conservativity over every protected expectation (decision 3).
 
-Per-instance work (validating the instance, the protected expectations) is cached, so scoring the G
-rollouts of one prompt derives D⁻ once.
+Per-instance work (grounding and deriving D⁻, validating the instance, the protected expectations) is
+cached, so scoring the G rollouts of one prompt grounds D⁻ once; each check then grounds and derives only
+the part of D′ = D⁻ ∪ {h} ∪ Γ its answer depends on (:mod:`rlvr.defab.incremental`). ``reground=True``
+selects the reference path instead: build D′, ground it and derive all of it for every check. The two
+give identical verdicts (tested); the reference is kept as the definition and for tests.
 """
 
 from __future__ import annotations
@@ -22,16 +25,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Optional, Union
 
-from rlvr.defab.checks import (InstanceError, LanguageBias, add_hypothesis, anomaly_resolved, body_subsets,
-                               conservativity, graded_score, is_defeasible_anomaly, is_minimal, novelty,
-                               protected_expectations, revision_distance, strength, valid_derivation,
-                               well_formedness)
+from rlvr.defab.checks import (InstanceError, LanguageBias, add_hypothesis, body_subsets, classify_strength,
+                               graded_score, is_defeasible_anomaly, is_minimal, novelty, protected_expectations,
+                               revision_distance, well_formedness)
 from rlvr.defab.engine import derive
 from rlvr.defab.ground import ground
+from rlvr.defab.incremental import Prepared
 from rlvr.defab.parser import parse_statements
-from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, TheoryError, is_variable
+from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, TheoryError, _check_superiority, is_variable
 
-__all__ = ["Verdict", "decode_answer", "score_answer", "score_abduction", "score_level3"]
+__all__ = ["Verdict", "decode_answer", "score_answer", "score_abduction", "score_level3", "prepare"]
 
 Hypothesis = Union[Literal, Rule]
 
@@ -56,8 +59,10 @@ def decode_answer(text: str) -> tuple[Hypothesis, tuple[Superiority, ...]]:
 
 def score_answer(theory: Theory, target: Literal, answer: Union[str, Hypothesis], level: int, *,
                  superiority: Iterable[Superiority] = (), bias: Optional[LanguageBias] = None,
-                 variant: str = "standard") -> Verdict:
-    """Score an answer; ``target`` is q at Levels 1–2 and the anomaly (the wrongly derived ~α) at Level 3."""
+                 variant: str = "standard", reground: bool = False) -> Verdict:
+    """Score an answer; ``target`` is q at Levels 1–2 and the anomaly (the wrongly derived ~α) at Level 3.
+
+    ``reground=True`` re-grounds and derives all of D′ for every check (the slow reference path)."""
     gamma = tuple(superiority)
     if isinstance(answer, str):
         try:
@@ -68,9 +73,9 @@ def score_answer(theory: Theory, target: Literal, answer: Union[str, Hypothesis]
     if level in (1, 2):
         if gamma:
             return Verdict(0.0, "superiority pairs are not part of a Level-1/2 answer")
-        return score_abduction(theory, target, answer, level, variant=variant)
+        return score_abduction(theory, target, answer, level, variant=variant, reground=reground)
     if level == 3:
-        return score_level3(theory, target, answer, gamma, bias=bias, variant=variant)
+        return score_level3(theory, target, answer, gamma, bias=bias, variant=variant, reground=reground)
     raise ValueError(f"level must be 1, 2 or 3, got {level!r}")
 
 
@@ -88,10 +93,25 @@ def _relabel(theory: Theory, rule: Rule, gamma: tuple) -> Rule:
     return rule.with_label(theory.fresh_label("h"))
 
 
+@lru_cache(maxsize=256)
+def prepare(theory: Theory, variant: str = "standard") -> Prepared:
+    """The per-instance cache: D⁻ grounded and derived once (:class:`~rlvr.defab.incremental.Prepared`)."""
+    return Prepared(theory, variant)
+
+
+def _proves(theory: Theory, h: Hypothesis, gamma: tuple, q: Literal, variant: str, reground: bool) -> bool:
+    """D⁻ ∪ {h} ∪ Γ ⊢∂ q, incrementally unless ``reground`` (or h brings a new constant)."""
+    if not reground:
+        got = prepare(theory, variant).tags(h, gamma, (q,))
+        if got is not None:
+            return q in got
+    return derive(add_hypothesis(theory, h, gamma), variant).proves(q)
+
+
 @lru_cache(maxsize=512)
 def _abduction_instance(theory: Theory, target: Literal, variant: str) -> tuple[frozenset, frozenset]:
     """Validate a Level-1/2 instance (D⁻ must not already derive q); return its predicates and constants."""
-    if derive(theory, variant).proves(target):
+    if prepare(theory, variant).base.proves(target):
         raise InstanceError(f"the challenge theory already derives the target {target}")
     consts = theory.constants() | {a for a in target.args if not is_variable(a)}
     return theory.predicates() | {target.predicate}, consts
@@ -118,7 +138,7 @@ def _abduction_shape(h: Hypothesis, target: Literal, level: int, preds: frozense
 
 
 def score_abduction(theory: Theory, target: Literal, hypothesis: Hypothesis, level: int, *,
-                    variant: str = "standard") -> Verdict:
+                    variant: str = "standard", reground: bool = False) -> Verdict:
     """Levels 1–2: 1.0 iff h is in H* (derives q, minimal, not a restatement, in the vocabulary)."""
     preds, consts = _abduction_instance(theory, target, variant)
     problem = _abduction_shape(hypothesis, target, level, preds, consts)
@@ -127,64 +147,84 @@ def score_abduction(theory: Theory, target: Literal, hypothesis: Hypothesis, lev
     h = _relabel(theory, hypothesis, ()) if isinstance(hypothesis, Rule) else hypothesis
     if isinstance(h, Literal) and h in theory.facts:
         return Verdict(0.0, f"{h} is already a fact of the theory")
-    if not valid_derivation(theory, h, target, variant=variant):
+    if not _proves(theory, h, (), target, variant, reground):  # valid_derivation
         return Verdict(0.0, f"the theory with {h} does not derive {target}", {"valid_derivation": False})
     if isinstance(h, Rule):
         for smaller in body_subsets(h):
-            if valid_derivation(theory, smaller, target, variant=variant):
+            if _proves(theory, smaller, (), target, variant, reground):
                 return Verdict(0.0, f"not minimal: {smaller} also derives {target}",
                                {"valid_derivation": True, "minimal": False})
     return Verdict(1.0, f"derives {target} and is minimal", {"valid_derivation": True, "minimal": True})
 
 
 @lru_cache(maxsize=512)
-def _level3_instance(theory: Theory, anomaly: Literal, variant: str) -> frozenset:
-    """Validate a Level-3 instance (a defeasible anomaly) and return its protected expectations."""
-    gt = ground(theory)
-    base = derive(gt, variant)
-    if not is_defeasible_anomaly(base, anomaly):
+def _level3_instance(theory: Theory, anomaly: Literal, variant: str) -> tuple[frozenset, dict, LanguageBias]:
+    """Validate a Level-3 instance (a defeasible anomaly); return its protected expectations, the same
+    grouped by atom, and the default language bias."""
+    prep = prepare(theory, variant)
+    if not is_defeasible_anomaly(prep.base, anomaly):
         raise InstanceError(f"{anomaly} is not a defeasible anomaly of the challenge theory "
                             "(it must be derived with +∂ but not +Δ)")
-    return protected_expectations(gt, anomaly, variant=variant, base=base)
+    protected = protected_expectations(prep.ground, anomaly, variant=variant, base=prep.base)
+    by_atom: dict = {}
+    for p in protected:
+        by_atom.setdefault(p.atom, []).append(p)
+    return protected, by_atom, LanguageBias.for_instance(theory, anomaly)
 
 
-def _revise(theory: Theory, hypothesis: Hypothesis, gamma: tuple) -> tuple[Rule, Theory]:
+def _revise(theory: Theory, hypothesis: Hypothesis, gamma: tuple) -> Rule:
+    """h relabelled if needed; rejects facts, strict rules and invalid Γ exactly as building D′ would."""
     if isinstance(hypothesis, Literal) or hypothesis.kind is RuleKind.STRICT:
         raise _Reject("a Level-3 answer must be a defeater (~>) or a defeasible exception (=>), not a "
                       f"{'fact' if isinstance(hypothesis, Literal) else 'strict rule'} (decision 6b)")
     h = _relabel(theory, hypothesis, gamma)
-    try:
-        return h, add_hypothesis(theory, h, gamma)
-    except TheoryError as e:
-        raise _Reject(f"invalid revision: {e}") from None
+    if gamma:  # the superiority validation of Theory(...) on D′, without building D′
+        try:
+            _check_superiority(tuple(dict.fromkeys((*theory.superiority, *gamma))), {**theory._by_label, h.label: h})
+        except TheoryError as e:
+            raise _Reject(f"invalid revision: {e}") from None
+    return h
+
+
+def _outcome(theory: Theory, h: Rule, gamma: tuple, anomaly: Literal, protected: frozenset, by_atom: dict,
+             variant: str, reground: bool) -> tuple[bool, bool, frozenset]:
+    """(D′ ⊢∂ anomaly, D′ ⊢∂ α, protected expectations D′ loses)."""
+    alpha = anomaly.complement()
+    if not reground:
+        prep = prepare(theory, variant)
+        affected = prep.affected(h)
+        if affected is not None:  # only expectations on affected atoms can change (they held in D⁻)
+            at_risk = [p for a in affected for p in by_atom.get(a, ())]
+            got = prep.tags(h, gamma, [anomaly, alpha, *at_risk])
+            return anomaly in got, alpha in got, frozenset(p for p in at_risk if p not in got)
+    conc = derive(ground(add_hypothesis(theory, h, gamma), range_restricted=False), variant)  # unsafe h: flagged
+    return anomaly in conc.defeasible, alpha in conc.defeasible, frozenset(protected - conc.defeasible)
 
 
 def score_level3(theory: Theory, anomaly: Literal, hypothesis: Hypothesis, superiority: Iterable[Superiority] = (),
-                 *, bias: Optional[LanguageBias] = None, variant: str = "standard") -> Verdict:
+                 *, bias: Optional[LanguageBias] = None, variant: str = "standard",
+                 reground: bool = False) -> Verdict:
     """Level 3: the graded score of D′ = D⁻ ∪ {h} ∪ Γ for the anomaly (the wrongly derived literal)."""
-    protected = _level3_instance(theory, anomaly, variant)
+    protected, by_atom, default_bias = _level3_instance(theory, anomaly, variant)
     gamma = tuple(superiority)
     try:
-        h, revised = _revise(theory, hypothesis, gamma)
+        h = _revise(theory, hypothesis, gamma)
     except _Reject as e:
         return Verdict(0.0, str(e))
-    conc = derive(ground(revised, range_restricted=False), variant)  # unsafe h: evaluate, then flag it
-    if not anomaly_resolved(conc, anomaly):
+    derived, observed, lost = _outcome(theory, h, gamma, anomaly, protected, by_atom, variant, reground)
+    if derived:  # anomaly_resolved is false
         return Verdict(0.0, f"{anomaly} is still derived", {"resolved": False})
-    problems = well_formedness(h, gamma, theory, bias or LanguageBias.for_instance(theory, anomaly))
-    conservative, lost = conservativity(protected, conc)
-    st = strength(conc, anomaly, conservative)
+    problems = well_formedness(h, gamma, theory, bias or default_bias)
+    conservative = not lost  # conservativity
+    st = classify_strength(False, observed, conservative)
     score = graded_score(True, not problems, conservative, st)
-    minimal = None if problems else is_minimal(h, lambda r: _resolves(theory, r, gamma, anomaly, variant))
+    minimal = None if problems else is_minimal(
+        h, lambda r: not _proves(theory, r, gamma, anomaly, variant, reground))
     details = {"resolved": True, "well_formed": not problems, "violations": problems,
                "conservative": conservative, "lost": sorted(map(str, lost)), "strength": st.value,
                "minimal": minimal, "novelty": novelty(h, theory),
                "revision_distance": revision_distance(1 + len(gamma), lost)}
     return Verdict(score, _level3_reason(score, problems, lost, st), details)
-
-
-def _resolves(theory: Theory, rule: Rule, gamma: tuple, anomaly: Literal, variant: str) -> bool:
-    return anomaly_resolved(derive(add_hypothesis(theory, rule, gamma), variant), anomaly)
 
 
 def _level3_reason(score: float, problems: list, lost: frozenset, st) -> str:

@@ -274,7 +274,7 @@ class Theory(_Frozen):
     the order they were given in (for printing); equality and hashing ignore order and duplicates.
     """
 
-    __slots__ = ("facts", "rules", "superiority", "_by_label", "_hash")
+    __slots__ = ("facts", "rules", "superiority", "_by_label", "_hash", "_memo")
 
     def __init__(self, facts: Iterable[Literal] = (), rules: Iterable[Rule] = (),
                  superiority: Iterable[Superiority] = ()):
@@ -293,6 +293,7 @@ class Theory(_Frozen):
         for name, value in (("facts", facts), ("rules", rules), ("superiority", sup), ("_by_label", by_label)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_hash", hash((frozenset(facts), frozenset(rules), frozenset(sup))))
+        object.__setattr__(self, "_memo", {})  # derived sets computed once (the theory is immutable)
 
     def rule(self, label: str) -> Rule:
         try:
@@ -302,7 +303,10 @@ class Theory(_Frozen):
 
     @property
     def labels(self) -> frozenset[str]:
-        return frozenset(self._by_label)
+        out = self._memo.get("labels")
+        if out is None:
+            out = self._memo["labels"] = frozenset(self._by_label)
+        return out
 
     def elements(self) -> Iterator[Union[Literal, Rule]]:
         """Facts, then rules: the candidates e of DeFAb's criticality Crit*(D, q)."""
@@ -325,12 +329,18 @@ class Theory(_Frozen):
                       [s for s in self.superiority if s != element])
 
     def constants(self) -> frozenset[str]:
-        lits = [*self.facts, *(lit for r in self.rules for lit in (*r.body, r.head))]
-        return frozenset(a for lit in lits for a in lit.args if not is_variable(a))
+        out = self._memo.get("constants")
+        if out is None:
+            lits = [*self.facts, *(lit for r in self.rules for lit in (*r.body, r.head))]
+            out = self._memo["constants"] = frozenset(a for lit in lits for a in lit.args if not is_variable(a))
+        return out
 
     def predicates(self) -> frozenset[str]:
-        lits = [*self.facts, *(lit for r in self.rules for lit in (*r.body, r.head))]
-        return frozenset(lit.predicate for lit in lits)
+        out = self._memo.get("predicates")
+        if out is None:
+            lits = [*self.facts, *(lit for r in self.rules for lit in (*r.body, r.head))]
+            out = self._memo["predicates"] = frozenset(lit.predicate for lit in lits)
+        return out
 
     def fresh_label(self, stem: str = "h") -> str:
         """A label not used in this theory: ``stem``, else ``stem_1``, ``stem_2``, ..."""

@@ -51,7 +51,8 @@ def instance_example(inst: Instance, style: str, task: str = "defab") -> Example
     meta = {**inst.to_json(), "rendering": style}
     return Example(id=f"{inst.id}-{style}", prompt=render_prompt(inst.theory, inst.target, inst.level,
                                                                  inst.glossary, style),
-                   answer=answer_text(inst.gold, inst.glossary, style), task=task, meta=meta)
+                   answer=answer_text(inst.gold, inst.glossary, style, inst.gold_superiority, inst.theory),
+                   task=task, meta=meta)
 
 
 def _examples(p: DefabParams, n: int, seed: int) -> list[Example]:

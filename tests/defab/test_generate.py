@@ -51,9 +51,11 @@ def test_user_kb_file(tmp_path):
 
 def _level_shape(inst: Instance):
     if inst.level == 1:
-        return isinstance(inst.gold, Literal)
-    kind = RuleKind.DEFEASIBLE if inst.level == 2 else RuleKind.DEFEATER
-    return isinstance(inst.gold, Rule) and inst.gold.kind is kind
+        return isinstance(inst.gold, Literal) and not inst.gold_superiority
+    if inst.level == 2:
+        return isinstance(inst.gold, Rule) and inst.gold.kind is RuleKind.DEFEASIBLE and not inst.gold_superiority
+    # Level 3: a defeater, or an exception (=>) with priority over at least one rule
+    return isinstance(inst.gold, Rule) and (inst.gold.kind is RuleKind.DEFEATER) == (not inst.gold_superiority)
 
 
 @pytest.mark.parametrize("level", [1, 2, 3])
@@ -61,13 +63,15 @@ def _level_shape(inst: Instance):
 def test_gold_verifies_and_target_needs_it(level, kb):
     for inst in generate(level, 4, 7, kb=kb, strategy="mixed"):
         assert _level_shape(inst)
-        assert score_answer(inst.theory, inst.target, inst.gold, level).score == 1.0
+        assert score_answer(inst.theory, inst.target, inst.gold_text, level).score == 1.0
         naive = derive_naive(inst.theory)  # independent oracle: D⁻ alone is not enough / is anomalous
+        revised = derive_naive(inst.theory.add(inst.gold, *inst.gold_superiority))
         if level < 3:
             assert not naive.proves(inst.target)
-            assert derive_naive(inst.theory.add(inst.gold)).proves(inst.target)
+            assert revised.proves(inst.target)
         else:
-            assert naive.proves(inst.target) and not derive_naive(inst.theory.add(inst.gold)).proves(inst.target)
+            assert naive.proves(inst.target) and not revised.proves(inst.target)
+            assert revised.proves(inst.target.complement()) == bool(inst.gold_superiority)  # exceptions derive α
 
 
 def test_deterministic_and_seed_sensitive():

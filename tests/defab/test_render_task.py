@@ -17,10 +17,12 @@ def test_round_trip_every_style(level, nonsense):
     for kb in ("animals", "vehicles", "food", "occupations"):
         for inst in generate(level, 2, 4, kb=kb, strategy="mixed", nonsense=nonsense):
             for style in STYLES:
-                text = "Some reasoning first.\n" + answer_text(inst.gold, inst.glossary, style) + "\n"
-                h, gamma = decode(text, inst.glossary, style)
-                assert gamma == () and (h == inst.gold if style in ("annotated", "formal") else
-                                        (h.with_label(inst.gold.label) if hasattr(h, "label") else h) == inst.gold)
+                text = "Some reasoning first.\n" + answer_text(inst.gold, inst.glossary, style,
+                                                                inst.gold_superiority, inst.theory) + "\n"
+                h, gamma = decode(text, inst.glossary, style, inst.theory)
+                assert gamma == inst.gold_superiority  # Level-3 exceptions carry their priority in every style
+                assert (h == inst.gold if style in ("annotated", "formal") else
+                        (h.with_label(inst.gold.label) if hasattr(h, "label") else h) == inst.gold)
                 v = score_completion(inst.theory, inst.target, level, inst.glossary, style, text)
                 assert v.score == 1.0, (style, text, v)
 
