@@ -1,4 +1,4 @@
-"""The ``rlvr`` command line: train, sft, eval, config."""
+"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config."""
 
 from __future__ import annotations
 
@@ -99,8 +99,10 @@ def _print_summary(summary: dict) -> None:
             t.add_row(f"{label} before RL", f"{before[key]:.3f}")
         if key in after:
             t.add_row(f"{label} after RL", f"{after[key]:.3f}")
-    t.add_row("RL seconds", f"{summary['rl_seconds']:.1f}")
-    t.add_row("peak memory (MB)", f"{summary['peak_memory_mb']:.0f}")
+    if summary.get("rl_seconds") is not None:
+        t.add_row("RL seconds", f"{summary['rl_seconds']:.1f}")
+    if summary.get("peak_memory_mb") is not None:
+        t.add_row("peak memory (MB)", f"{summary['peak_memory_mb']:.0f}")
     Console().print(t)
 
 
@@ -119,21 +121,136 @@ def sft(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed:
 
 
 @app.command("eval")
-def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="local HF model dir or checkpoint")] = None,
+def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="local HF model dir, run dir or checkpoint")] = None,
           config: ConfigOpt = None, set_: SetOpt = None,
-          output: Annotated[Optional[Path], typer.Option("--output", help="write the metrics JSON here")] = None):
-    """Evaluate a model on the task's held-out split."""
+          output: Annotated[Optional[Path], typer.Option("--output", help="metrics JSON (default: runs/eval-<time>.json)")] = None,
+          samples: Annotated[Optional[int], typer.Option("--samples", "-n", help="samples per prompt (eval.samples)")] = None,
+          num_examples: Annotated[Optional[int], typer.Option("--num-examples", help="first K prompts (eval.num_examples)")] = None,
+          split: Annotated[Optional[str], typer.Option("--split", help="task split (eval.split)")] = None):
+    """Evaluate a model on a task's held-out split: avg@n, pass@k, maj@n, mean reward, 95% bootstrap CIs.
+
+    A run directory (or one of its checkpoints) is evaluated with the run's own config.yaml unless -c is given.
+    """
+    from datetime import datetime
+
+    from rlvr.eval.output import eval_table, write_eval
+    from rlvr.train.logging import ProgressDisplay
     from rlvr.train.run import eval_model
 
     _quiet_libraries()
-    cfg = _config(config, set_)
+    sets = list(set_ or []) + [f"eval.{k}={v}" for k, v in
+                               (("samples", samples), ("num_examples", num_examples), ("split", split)) if v is not None]
+    if config is None and model is not None:
+        config = _run_config_of(model)
+    cfg = _config(config, sets)
+    bars: list = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(ProgressDisplay("eval", total, every=max(1, total // 10)))
+        bars[0].update(done, "prompts")
+
     try:
-        result = eval_model(cfg, model)
-    except (FileNotFoundError, ValueError) as e:
+        result = eval_model(cfg, model, on_progress=progress)
+    except (FileNotFoundError, ValueError, KeyError) as e:
         _fail(str(e), 2)
-    if output is not None:
-        output.write_text(json.dumps(result, indent=2))
-    Console().print_json(json.dumps(result))
+    finally:
+        for b in bars:
+            b.close()
+    output = output or Path("runs") / datetime.now().strftime("eval-%Y%m%d-%H%M%S.json")
+    write_eval(result, output)
+    Console().print(eval_table(result, f"{result['model']} on {result['task']}/{result['split']}: "
+                                       f"{result['num_examples']} prompts x {result['samples']} samples, "
+                                       f"T={result['temperature']:g}"))
+    console.print(f"wrote {output}")
+
+
+def _run_config_of(model: Path) -> Optional[Path]:
+    """The config.yaml of the run that ``model`` (a run dir, a checkpoint or its model dir) belongs to."""
+    for cand in (model, *list(model.parents)[:3]):
+        if (cand / "config.yaml").is_file() and (cand / "checkpoints").is_dir():
+            console.print(f"using the run's config {cand / 'config.yaml'}")
+            return cand / "config.yaml"
+    return None
+
+
+@app.command()
+def compare(out: Annotated[Path, typer.Option("--out", "-o", help="comparison directory (rerun with it to continue)")],
+            recipe: Annotated[Optional[list[str]], typer.Option("--recipe", "-r", help="a method's recipe (repeatable; the first is the baseline)")] = None,
+            variant: Annotated[Optional[list[Path]], typer.Option("--variant", help="a variant config YAML (repeatable; after the recipes)")] = None,
+            seeds: Annotated[str, typer.Option("--seeds", help="comma-separated seeds")] = "0,1,2",
+            config: Annotated[Optional[Path], typer.Option("--config", "-c", help="shared YAML config under every variant")] = None,
+            set_: SetOpt = None,
+            allow_budget_mismatch: Annotated[bool, typer.Option("--allow-budget-mismatch", help="run variants whose rollout budgets differ")] = False,
+            report_only: Annotated[bool, typer.Option("--report-only", help="only rewrite the report from the runs so far")] = False):
+    """Compare methods x seeds on one task with the same rollout budget; writes OUT/report.html.
+
+    Finished runs are skipped and interrupted ones resumed, so rerunning the same command continues it.
+    """
+    from rlvr.compare import CompareError, make_variants, run_compare, write_report
+    from rlvr.compare.runner import check_budgets, variant_config
+
+    _quiet_libraries()
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        _fail(f"--seeds {seeds!r}: expected comma-separated integers such as 0,1,2", 2)
+
+    def note(kind: str, name: str, seed: int, run_dir: Path) -> None:
+        console.print(f"[bold]{kind}[/bold] {name} seed {seed} ({run_dir})")
+
+    try:
+        variants = make_variants(recipe, variant)
+        if report_only:
+            cfgs = {v.name: variant_config(v, seed_list[0], out, config, set_) for v in variants}
+            results = write_report(out, variants, seed_list, check_budgets(cfgs, True))
+        else:
+            results = run_compare(variants, seed_list, out, config, list(set_ or []), allow_budget_mismatch, note)
+    except (CompareError, ConfigError) as e:
+        _fail(str(e), 2)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: rerun the same command to continue ({out})")
+        raise typer.Exit(130)
+    _print_comparison(results)
+    console.print(f"report: {out / 'report.html'}")
+
+
+def _print_comparison(results: dict) -> None:
+    t = Table(title=f"final held-out accuracy (baseline {results['baseline']})")
+    for col in ("method", "seeds", "accuracy", "95% CI", "Δ", "p (prompts)", "p (seeds)", "s / run", "tokens / run"):
+        t.add_column(col, justify="left" if col == "method" else "right")
+    for name in results["variants"]:
+        f, c, s = results["final"][name], results["cost"][name], results["significance"].get(name) or {}
+        acc = f.get("mean", {}).get("accuracy")
+        ci = f.get("ci95", {}).get("accuracy")
+        t.add_row(name, str(len(f["seeds"])), f"{acc:.3f}" if acc is not None else "–",
+                  f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–",
+                  f"{s['diff']:+.3f}" if s else "", f"{s['prompt_p']:.4f}" if s else "",
+                  f"{s['seed_p']:.3f}" if s and s.get("seed_p") is not None else "",
+                  f"{c['seconds_per_run']:.1f}" if c.get("runs") else "–",
+                  f"{c['tokens_per_run']:.0f}" if c.get("runs") else "–")
+    Console(width=160).print(t)
+
+
+@app.command()
+def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comparison's --out directory)")]):
+    """Regenerate a run's plot.png, summary.json and report.html (or a comparison's report) from its files."""
+    from rlvr.report import report_run
+
+    try:
+        if (path / "compare.json").is_file():
+            from rlvr.compare import Variant, write_report
+
+            plan = json.loads((path / "compare.json").read_text())
+            results = write_report(path, [Variant(**v) for v in plan["variants"]], plan["seeds"])
+            _print_comparison(results)
+            console.print(f"report: {path / 'report.html'}")
+            return
+        summary = report_run(path)
+    except (FileNotFoundError, ConfigError) as e:
+        _fail(str(e), 2)
+    _print_summary(summary)
+    console.print(f"wrote {path / 'plot.png'}, {path / 'summary.json'}, {path / 'report.html'}")
 
 
 @app.command()

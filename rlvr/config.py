@@ -19,14 +19,18 @@ import rlvr.algorithms  # noqa: F401  (registers components)
 from rlvr.algorithms.kl_schedules import KL_SCHEDULES
 import rlvr.rollout  # noqa: F401
 import rlvr.tasks  # noqa: F401
-from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES
+from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGATIONS, CLIP_RULES, CORRECTIONS,
+                                     KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.models.loading import ModelConfig
+from rlvr.optim import OPTIMIZERS
 from rlvr.registry import Params, Registry, RegistryError
 from rlvr.rollout.base import ENGINES
+from rlvr.sampling import ALLOCATORS, SAMPLERS
 from rlvr.tasks.base import TASKS
 
-__all__ = ["Component", "RunConfig", "ConfigError", "load_config", "apply_overrides", "dump_config"]
+__all__ = ["Component", "RunConfig", "ConfigError", "load_config", "apply_overrides", "dump_config",
+           "configured_components", "algorithm_needs", "needs_reference"]
 
 
 class Section(BaseModel):
@@ -44,16 +48,19 @@ class Component(BaseModel):
         return {"name": self.name, **self.params.model_dump(mode="json")}
 
 
-def _component(registry: Registry, default: str) -> Any:
-    """A config field holding a ``registry`` component; a mapping without ``name`` means ``default``."""
+def _component(registry: Registry, default: str | None) -> Any:
+    """A config field holding a ``registry`` component; a mapping without ``name`` means ``default``
+    (``None``: the name is required)."""
 
     def validate(v: Any) -> Component:
         if isinstance(v, Component):
             return v
         if isinstance(v, str):
             v = {"name": v}
-        if isinstance(v, dict) and "name" not in v:
+        if isinstance(v, dict) and "name" not in v and default is not None:
             v = {"name": default, **v}
+        if isinstance(v, dict) and "name" not in v:
+            raise ValueError(f"expected a mapping with a 'name' (one of: {', '.join(registry.names())})")
         if not isinstance(v, dict):
             raise ValueError(f"expected a mapping with a 'name' (one of: {', '.join(registry.names())})")
         raw = dict(v)
@@ -81,6 +88,30 @@ def _named(registry: Registry) -> Any:
     return Annotated[str, PlainValidator(validate), WithJsonSchema({"type": "string"})]
 
 
+class ParamNoiseConfig(Section):
+    """PSN-RLVR parameter-space noise on training rollouts (rlvr.rollout.param_noise)."""
+
+    sigma: float = Field(0.0, ge=0.0, description="initial std of the Gaussian noise added to every weight "
+                                                  "while generating training rollouts (0: off)")
+    adaptive: bool = Field(False, description="adapt sigma after each generation call (RECONSTRUCTED rule)")
+    diversity_target: float = Field(0.75, gt=0.0, le=1.0, description="distinct-completion fraction per group "
+                                                                      "at which sigma stops growing")
+    certainty_floor: float = Field(0.1, ge=0.0, lt=1.0, description="mean geometric-mean token probability "
+                                                                    "under the noise below which sigma shrinks")
+    factor: float = Field(1.01, gt=1.0, description="multiplicative sigma step (Plappert et al. 2018: 1.01)")
+    sigma_min: float = Field(1e-6, gt=0.0, description="adaptive sigma lower bound")
+    sigma_max: float = Field(0.1, gt=0.0, description="adaptive sigma upper bound")
+
+
+class GuidanceConfig(Section):
+    """Guided rollouts for OC-GRPO (rlvr.rollout.guidance): a fraction of each group sees prompt + hint."""
+
+    fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of each group generated with the hint "
+                                                             "(round(fraction x n) completions; 0: off)")
+    hint: str = Field(" {answer}\n", description="text appended to the prompt of guided rollouts ({answer}: "
+                                                  "the gold answer, {target}: the reference solution)")
+
+
 class RolloutConfig(Section):
     engine: _named(ENGINES) = Field("hf", description="rollout engine")
     prompts_per_step: int = Field(32, gt=0, description="prompts (groups) sampled per training step")
@@ -89,6 +120,8 @@ class RolloutConfig(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     max_new_tokens: int = Field(8, gt=0, description="completion length limit (tokens)")
     batch_size: int = Field(256, gt=0, description="sequences per generate call")
+    param_noise: ParamNoiseConfig = Field(default_factory=ParamNoiseConfig)
+    guidance: GuidanceConfig = Field(default_factory=GuidanceConfig)
 
 
 class ScoringConfig(Section):
@@ -138,6 +171,14 @@ class AlgorithmConfig(Section):
                                                   description="per-token loss -> scalar")
     correction: _component(CORRECTIONS, "none") = Field({"name": "none"}, validate_default=True,
                                                         description="engine-vs-trainer importance-sampling correction")
+    clip: _component(CLIP_RULES, "ratio") = Field({"name": "ratio"}, validate_default=True,
+                                                  description="trust region of ratio-clipping objectives")
+    reward_transforms: list[_component(REWARD_TRANSFORMS, None)] = Field(
+        default_factory=list, description="applied in order to the scored rewards, before the advantage")
+    advantage_transforms: list[_component(ADVANTAGE_TRANSFORMS, None)] = Field(
+        default_factory=list, description="applied in order to the advantages (weights, per-token credit)")
+    teacher_hint: str = Field(" {answer}\n", description="text appended to the prompt for teacher passes "
+                                                          "({answer}: the gold answer or a rejected completion)")
     kl: KLConfig = Field(default_factory=KLConfig)
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)
@@ -146,6 +187,8 @@ class AlgorithmConfig(Section):
 
 
 class OptimConfig(Section):
+    optimizer: _component(OPTIMIZERS, "adamw") = Field({"name": "adamw"}, validate_default=True,
+                                                       description="optimizer")
     lr: float = Field(2e-4, gt=0.0, description="peak learning rate")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
@@ -178,6 +221,30 @@ class EvalConfig(Section):
     batch_size: int = Field(512, gt=0, description="sequences per generate call")
 
 
+class LoggingConfig(Section):
+    """Where metrics go besides ``metrics.jsonl`` (always written)."""
+
+    backends: list[Literal["jsonl", "tensorboard", "wandb", "mlflow"]] = Field(
+        ["jsonl"], description="metric backends; jsonl is always on, the others need their pip extra")
+    project: str = Field("rlvr", description="W&B project and MLflow experiment name")
+    run_name: str | None = Field(None, description="run name in W&B and MLflow (default: the run directory's name)")
+    wandb_mode: Literal["offline", "online", "disabled"] = Field(
+        "offline", description="W&B mode; offline writes RUN_DIR/wandb for a later `wandb sync`")
+    wandb_entity: str | None = Field(None, description="W&B entity (team or user)")
+    mlflow_tracking_uri: str | None = Field(None, description="MLflow tracking URI (default: RUN_DIR/mlruns)")
+
+
+class DataConfig(Section):
+    """Which prompts each step trains on, how many completions each gets, and the per-prompt statistics."""
+
+    sampler: _component(SAMPLERS, "uniform") = Field({"name": "uniform"}, validate_default=True,
+                                                     description="prompt sampler (which prompts go into a step)")
+    budget: _component(ALLOCATORS, "fixed") = Field({"name": "fixed"}, validate_default=True,
+                                                    description="rollout budget allocator (completions per prompt)")
+    stats_decay: float = Field(0.5, ge=0.0, lt=1.0, description="decay of the per-prompt pass-rate and reward-"
+                                                                "variance estimates (ema = d ema + (1-d) new)")
+
+
 class RecipeInfo(Section):
     """Where a run's algorithm came from (filled in by ``--recipe``)."""
 
@@ -194,12 +261,14 @@ class RunConfig(Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: _component(TASKS, "arithmetic") = Field({"name": "arithmetic"}, validate_default=True, description="task")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")
     def _check_combination(self) -> "RunConfig":
@@ -209,10 +278,13 @@ class RunConfig(Section):
             problems.append(
                 f"algorithm.minibatches={self.algorithm.minibatches} must divide the completions per step "
                 f"(rollout.prompts_per_step x rollout.group_size = {n})")
+        if "whole_groups" in algorithm_needs(self) and self.rollout.prompts_per_step % self.algorithm.minibatches:
+            problems.append(f"objective {self.algorithm.objective.name!r} keeps groups whole, so "
+                            f"algorithm.minibatches={self.algorithm.minibatches} must divide "
+                            f"rollout.prompts_per_step={self.rollout.prompts_per_step}")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
-        for key, registry in COMPONENT_FIELDS:
-            comp = _lookup(self, key)
+        for key, registry, comp in configured_components(self):
             entry = registry.get(comp.name)
             if entry.check is not None:
                 problems += [f"{key} {comp.name!r}: {msg}" for msg in entry.check(self, comp.params)]
@@ -223,8 +295,37 @@ class RunConfig(Section):
 
 COMPONENT_FIELDS = [("algorithm.advantage", ADVANTAGES), ("algorithm.objective", OBJECTIVES),
                     ("algorithm.aggregation", AGGREGATIONS), ("algorithm.correction", CORRECTIONS),
-                    ("algorithm.kl.schedule", KL_SCHEDULES),
+                    ("algorithm.clip", CLIP_RULES), ("algorithm.reward_transforms", REWARD_TRANSFORMS),
+                    ("algorithm.advantage_transforms", ADVANTAGE_TRANSFORMS),
+                    ("algorithm.kl.schedule", KL_SCHEDULES), ("optim.optimizer", OPTIMIZERS),
+                    ("data.sampler", SAMPLERS), ("data.budget", ALLOCATORS),
                     ("task", TASKS)]
+
+
+def configured_components(cfg: "RunConfig") -> list[tuple[str, Registry, Component]]:
+    """``(config path, registry, component)`` for every component a run uses; list fields give one entry per
+    item, at paths such as ``algorithm.advantage_transforms.0``."""
+    out = []
+    for key, registry in COMPONENT_FIELDS:
+        value = _lookup(cfg, key)
+        if isinstance(value, (list, tuple)):
+            out += [(f"{key}.{i}", registry, comp) for i, comp in enumerate(value)]
+        else:
+            out.append((key, registry, value))
+    return out
+
+
+def needs_reference(cfg: "RunConfig") -> bool:
+    """A frozen reference model is loaded for a KL term or for a component that reads reference log-probs."""
+    return cfg.algorithm.kl.coef > 0 or "ref_logp" in algorithm_needs(cfg)
+
+
+def algorithm_needs(cfg: "RunConfig") -> frozenset[str]:
+    """The union of the extra tensors (``needs``) the run's components request."""
+    needs: set[str] = set()
+    for _, registry, comp in configured_components(cfg):
+        needs |= registry.get(comp.name).needs
+    return frozenset(needs)
 
 
 def _lookup(cfg: BaseModel, dotted: str) -> Any:

@@ -13,7 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, OBJECTIVES
+from rlvr.algorithms.kl_schedules import KL_SCHEDULES
+from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGATIONS, CLIP_RULES, CORRECTIONS,
+                                     KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
+from rlvr.optim import OPTIMIZERS
+from rlvr.sampling import ALLOCATORS, SAMPLERS
 from rlvr.config import Component, RunConfig
 from rlvr.registry import Registry
 from rlvr.rollout.base import ENGINES
@@ -55,7 +59,13 @@ def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
         if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not Component:
             rows += _rows(ann, f"{prefix}{name}.")
             continue
-        kind = "component" if ann is Component else _type_name(ann)
+        args = typing.get_args(ann)
+        if ann is Component:
+            kind = "component"
+        elif typing.get_origin(ann) is list and args and typing.get_args(args[0])[:1] == (Component,):
+            kind = "list of components"
+        else:
+            kind = _type_name(ann)
         rows.append(f"| `{prefix}{name}` | {kind} | {_default(field)} | {field.description or ''} |")
     return rows
 
@@ -72,7 +82,12 @@ def _components(title: str, reg: Registry) -> list[str]:
 def config_reference() -> str:
     lines = ["| key | type | default | description |", "|---|---|---|---|", *_rows(RunConfig), ""]
     for title, reg in [("task", TASKS), ("algorithm.advantage", ADVANTAGES), ("algorithm.objective", OBJECTIVES),
-                       ("algorithm.aggregation", AGGREGATIONS), ("algorithm.kl.estimator", KL_ESTIMATORS),
+                       ("algorithm.aggregation", AGGREGATIONS), ("algorithm.clip", CLIP_RULES),
+                       ("algorithm.reward_transforms", REWARD_TRANSFORMS),
+                       ("algorithm.advantage_transforms", ADVANTAGE_TRANSFORMS),
+                       ("algorithm.correction", CORRECTIONS), ("algorithm.kl.estimator", KL_ESTIMATORS),
+                       ("algorithm.kl.schedule", KL_SCHEDULES), ("optim.optimizer", OPTIMIZERS),
+                       ("data.sampler", SAMPLERS), ("data.budget", ALLOCATORS),
                        ("rollout.engine", ENGINES)]:
         lines += _components(title, reg)
     return "\n".join(lines).rstrip() + "\n"

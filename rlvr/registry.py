@@ -13,7 +13,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Params", "Registry", "Entry", "RegistryError"]
+__all__ = ["Params", "Registry", "Entry", "RegistryError", "StateFactory"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,6 +32,7 @@ class RegistryError(KeyError):
 
 
 Check = Callable[[Any, Any], list[str]]  # (run config, params) -> reasons the combination is invalid
+StateFactory = Callable[[Any], Any]  # params -> a fresh state object with state_dict() / load_state_dict()
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Entry(Generic[F]):
     params: type[Params]
     summary: str
     check: Check | None = None
+    state: StateFactory | None = None
+    needs: frozenset[str] = frozenset()
 
 
 class Registry(Generic[F]):
@@ -50,18 +53,24 @@ class Registry(Generic[F]):
         self.kind = kind
         self._entries: dict[str, Entry[F]] = {}
 
-    def register(self, name: str, params: type[Params] = Params, check: Check | None = None) -> Callable[[F], F]:
+    def register(self, name: str, params: type[Params] = Params, check: Check | None = None,
+                 state: StateFactory | None = None, needs: tuple[str, ...] | frozenset[str] = ()
+                 ) -> Callable[[F], F]:
         """Decorator registering ``fn`` under ``name``; a second registration of a name fails.
 
         ``check(run_config, params)`` returns the reasons this component cannot work with the rest of a run's
         config (e.g. a leave-one-out baseline with groups of one); they are raised at config load.
+        ``state(params)`` makes the explicit state of a component that keeps some across steps (a history
+        anchor, a learned probe, dual variables); the function then receives it as a third argument and the
+        trainer saves it in checkpoints. ``needs`` names the extra per-batch tensors the component reads
+        (see :mod:`rlvr.train.extras`), which the trainer computes only when some component asks for them.
         """
 
         def deco(fn: F) -> F:
             if name in self._entries:
                 raise RegistryError(f"{self.kind} {name!r} is already registered")
             doc = (fn.__doc__ or "").strip().splitlines()
-            self._entries[name] = Entry(name, fn, params, doc[0] if doc else "", check)
+            self._entries[name] = Entry(name, fn, params, doc[0] if doc else "", check, state, frozenset(needs))
             return fn
 
         return deco

@@ -8,6 +8,14 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null || \
     echo "warning: could not install bubblewrap; sandbox tests will skip" >&2
 fi
+# The comparison report's browser test renders it in headless Chromium (about 30 s to install with apt);
+# without a browser that test skips.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 || \
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+    echo "warning: could not install chromium; the report browser test will skip" >&2
+fi
 bash scripts/setup.sh dev
 . .venv/bin/activate
 exec python -m pytest -q "$@"

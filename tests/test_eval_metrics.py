@@ -47,8 +47,6 @@ def test_maj_at_k_oracle_and_tie_break():
     assert maj_at_k([answers], ["4"]) == 1.0 and maj_at_k([answers], ["5"]) == 0.0
     assert majority_answer(["5", "4", "4", "5"]) == "5"
     assert majority_answer([None, None]) is None and maj_at_k([[None, None]], ["1"]) == 0.0
-    from fractions import Fraction
-
     from rlvr.verifiers import parse_number
     assert maj_at_k([["0.5", "1/2", "3"]], ["2/4"], key=parse_number) == 1.0
 

@@ -3,6 +3,8 @@
 import threading
 import time
 
+import pytest
+
 from rlvr.core.types import Example, Score
 from rlvr.tasks.base import Task, WeightedVerifier
 from rlvr.tasks.scoring import Scorer
@@ -60,3 +62,48 @@ def test_verifier_errors_score_zero_and_are_counted():
     assert [s.reward for s in scores] == [1.0, 0.0, 0.0, 1.0]
     assert stats["score/errors"] == 2
     assert "RuntimeError" in scores[1].info["slow.reason"]
+
+
+class GroupTask(Task):
+    """Records each group the scorer hands over; the training reward is the group's size."""
+
+    def __init__(self, fail_on: str | None = None, wrong_length: bool = False):
+        super().__init__("g", {}, [WeightedVerifier(Slow())])
+        self.calls, self.fail_on, self.wrong_length = [], fail_on, wrong_length
+
+    def score_group(self, example, texts, scores):
+        self.calls.append((example.id, list(texts), [s.reward for s in scores]))
+        if example.id == self.fail_on:
+            raise RuntimeError("group bug")
+        out = [Score(float(len(texts)), {"correct": 0.0}, {"text": t}) for t in texts]
+        return out + [Score(0.0)] if self.wrong_length and example.id == "b" else out
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_group_hook_gets_whole_groups_in_first_appearance_order(workers):
+    task = GroupTask()
+    a, b, c = Example("a", "q", "1"), Example("b", "q", "2"), Example("c", "q", "3")
+    exs, texts = [a, b, a, c, b, a], ["1", "2", "x", "3", "y", "1"]
+    scores, stats = Scorer(task, workers=workers).score_many(exs, texts)
+    assert task.calls == [("a", ["1", "x", "1"], [1.0, 0.0, 1.0]), ("b", ["2", "y"], [1.0, 0.0]),
+                          ("c", ["3"], [1.0])]
+    assert [s.reward for s in scores] == [3.0, 2.0, 3.0, 1.0, 2.0, 3.0]  # each score back in its own slot
+    assert [s.info["text"] for s in scores] == texts
+    assert stats["score/errors"] == 0
+
+
+def test_group_hook_failure_scores_that_group_zero_and_counts_errors():
+    for task in (GroupTask(fail_on="b"), GroupTask(wrong_length=True)):
+        exs = [Example("a", "q", "1"), Example("b", "q", "2"), Example("b", "q", "2")]
+        scores, stats = Scorer(task).score_many(exs, ["1", "2", "2"])
+        assert [s.reward for s in scores] == [1.0, 0.0, 0.0]
+        assert all(s.info["reason"].startswith("verifier error: score_group") for s in scores[1:])
+        assert stats["score/errors"] == 2
+
+
+def test_default_task_keeps_scores_and_has_no_state():
+    task, ex = _task(Slow())
+    assert Scorer(task).score_many(ex, ["0", "x", "2", "3"])[0] == [task.score(e, t) for e, t in
+                                                                    zip(ex, ["0", "x", "2", "3"])]
+    assert task.state_dict() == {}
+    task.load_state_dict({})

@@ -33,10 +33,22 @@ def _grads_after_update(micro, **over):
     cfg = load_config(overrides=[f"train.micro_batch_size={micro}", "optim.max_grad_norm=null",
                                  "algorithm.minibatches=1"] +
                       [f"{k}={v}" for k, v in over.items()])
+    batch = _with_extras(batch, OBJECTIVES.get(cfg.algorithm.objective.name).needs)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0)
     update_policy(model, opt, sched, batch, settings(cfg))
     return [p.grad.clone() for p in model.parameters()]
+
+
+def _with_extras(batch, needs):
+    """The extra tensors an objective reads, attached as the loop would (fixed values stand in for passes)."""
+    g = torch.Generator().manual_seed(1)
+    mask = batch.completion_mask
+    if "ref_logp" in needs:
+        batch = replace(batch, ref_logp=-4 * torch.rand(mask.shape, generator=g) * mask)
+    if "segment_end" in needs:  # a sub-sentence ends every third token
+        batch = replace(batch, extras={**batch.extras, "segment_end": (torch.arange(mask.shape[1]) % 3 == 2) * mask})
+    return batch
 
 
 from rlvr.algorithms import AGGREGATIONS, OBJECTIVES

@@ -3,7 +3,8 @@
 Importing this package registers every built-in component.
 """
 
-from rlvr.algorithms import advantages, aggregation, corrections, kl, objectives  # noqa: F401  (registration)
+from rlvr.algorithms import advantages, aggregation, clip, corrections, kl, objectives  # noqa: F401  (registration)
+from rlvr.algorithms import transforms  # noqa: F401  (registration)
 from rlvr.algorithms.registry import (
     ADVANTAGES, AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES,
     AdvantageInputs, CorrectionInputs, AggregationInputs, ObjectiveInputs, aggregate,

@@ -6,8 +6,8 @@ needs another tensor (lengths, entropies, hidden states) extends the record inst
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -16,7 +16,38 @@ from rlvr.registry import Registry
 __all__ = [
     "ADVANTAGES", "OBJECTIVES", "AGGREGATIONS", "KL_ESTIMATORS", "CORRECTIONS", "CorrectionInputs",
     "AdvantageInputs", "ObjectiveInputs", "AggregationInputs", "ObjectiveOutput", "aggregate",
+    "REWARD_TRANSFORMS", "ADVANTAGE_TRANSFORMS", "CLIP_RULES", "TransformInputs", "TransformOutput",
+    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "FLAGS", "call",
 ]
+
+# Extra per-batch tensors a component may request with ``needs=`` at registration. The trainer computes
+# only those some configured component asks for (rlvr.train.extras); all are detached.
+EXTRAS = {
+    "old_logp": "[N, T] log-probs of the sampling policy, recomputed by the trainer before the update",
+    "ref_logp": "[N, T] log-probs under the frozen reference model (loads one even when kl.coef is 0)",
+    "entropy": "[N, T] per-token entropy of the sampling policy (at the rollout temperature)",
+    "self_certainty": "[N, T] logsumexp(z/T) - mean_v(z/T) over the vocabulary (UCAS)",
+    "chosen_logit": "[N, T] raw logit of the sampled token, before temperature (UCAS)",
+    "teacher_logp": "[N, T] log-probs under the current policy given prompt + the gold answer "
+                    "(algorithm.teacher_hint) before the completion",
+    "neg_teacher_logp": "[N, T] the same given prompt + the answer of the worst rejected completion of the "
+                        "group (its last \\boxed{} content, else its first 50 characters; teacher_logp when the "
+                        "group has none)",
+    "hidden": "[N, H] last hidden state mean-pooled over the completion tokens",
+    "segment_end": "[N, T] 1 where the completion token's text ends a sub-sentence (ends in , . ; : ! ? or "
+                   "their full-width forms, or holds a newline), else 0",
+    "guided": "[N, T] 1 on the tokens of rows generated from the prompt plus a guidance hint "
+              "(rollout.guidance), else 0",
+    "whole_groups": "a flag, no tensor: minibatches and micro-batches keep each group whole",
+    "clip_rule": "a flag, no tensor: the objective clips a ratio through ObjectiveInputs.ratio_bounds",
+}
+FLAGS = frozenset({"whole_groups", "clip_rule"})  # entries of EXTRAS that are markers, not tensors
+ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than one value per token
+
+
+def call(entry: Any, inputs: Any, params: Any, state: Any = None) -> Any:
+    """Call a registered component; a stateful one (registered with ``state=``) also gets its state."""
+    return entry.fn(inputs, params, state) if entry.state is not None else entry.fn(inputs, params)
 
 
 @dataclass(frozen=True)
@@ -25,6 +56,10 @@ class AdvantageInputs:
     group_index: torch.Tensor  # [N] long; groups may differ in size
     lengths: torch.Tensor | None = None  # [N] completion lengths
     mask: torch.Tensor | None = None  # [N, T] completion mask
+    components: Mapping[str, torch.Tensor] = field(default_factory=dict)  # [N] score components (correct, ...)
+    extras: Mapping[str, torch.Tensor] = field(default_factory=dict)  # requested extra tensors (EXTRAS)
+    step: int = 0  # the RL step being computed
+    total_steps: int = 1  # train.steps
 
 
 @dataclass(frozen=True)
@@ -35,9 +70,78 @@ class ObjectiveInputs:
     mask: torch.Tensor  # [N, T]
     behaviour_logp: torch.Tensor | None = None  # [N, T] the rollout engine's log-probs, when it gives them
     entropy: torch.Tensor | None = None  # [N, T] per-token entropy (detached)
+    rewards: torch.Tensor | None = None  # [N] training rewards (after reward transforms)
+    group_index: torch.Tensor | None = None  # [N] group ids (whole groups only if the objective needs them)
+    ref_logp: torch.Tensor | None = None  # [N, T] reference log-probs, when a reference model is loaded
+    extras: Mapping[str, torch.Tensor] = field(default_factory=dict)  # requested extra tensors (EXTRAS)
+    clip: Callable[["ClipInputs"], "ClipBounds"] | None = None  # the run's clip rule (algorithm.clip)
+    n_rows: int = 0  # completions in the whole minibatch (micro-batches are parts of it)
+    n_groups: int = 0  # groups in the whole minibatch
+    minibatch: "AggregationInputs | None" = None  # the whole minibatch's mask, groups and advantages
+    step: int = 0
+    total_steps: int = 1
+
+    def ratio_bounds(self, eps_low: float, eps_high: float, ratio: torch.Tensor) -> "ClipBounds":
+        """The trust region for ``ratio`` from the run's clip rule; by default ``[1 - eps_low, 1 + eps_high]``.
+
+        Objectives that clip a ratio call this (and register with ``needs=("clip_rule",)``) so a clip rule
+        such as KL3 composes with them.
+        """
+        if self.clip is None:
+            return ClipBounds(1.0 - eps_low, 1.0 + eps_high)
+        b = self.clip(ClipInputs(ratio.detach(), self.advantages, self.mask, self.old_logp, self.entropy,
+                                 eps_low, eps_high))
+        if isinstance(b.low, torch.Tensor) != isinstance(b.high, torch.Tensor):  # clamp wants both alike
+            low, high = (x if isinstance(x, torch.Tensor) else torch.full_like(ratio, x) for x in (b.low, b.high))
+            b = ClipBounds(low.to(ratio.dtype), high.to(ratio.dtype), b.keep)
+        return b
 
 
-ObjectiveOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]  # per-token loss [N, T], per-token metrics
+@dataclass(frozen=True)
+class ClipInputs:
+    ratio: torch.Tensor  # [N, T] (detached) the ratio the objective clips (token or sequence ratio)
+    advantages: torch.Tensor  # [N, T]
+    mask: torch.Tensor  # [N, T]
+    old_logp: torch.Tensor  # [N, T]
+    entropy: torch.Tensor | None  # [N, T]
+    eps_low: float  # the objective's own clip_low
+    eps_high: float  # the objective's own clip_high
+
+
+@dataclass(frozen=True)
+class ClipBounds:
+    """Ratio bounds (floats or [N, T] tensors) and, optionally, a mask of tokens still trained."""
+
+    low: float | torch.Tensor
+    high: float | torch.Tensor
+    keep: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class TransformInputs:
+    """One step's batch as a reward or advantage transform sees it."""
+
+    rewards: torch.Tensor  # [N] float64 training rewards (after earlier reward transforms)
+    group_index: torch.Tensor  # [N]
+    mask: torch.Tensor  # [N, T]
+    advantages: torch.Tensor | None = None  # [N, T] (advantage transforms only)
+    components: Mapping[str, torch.Tensor] = field(default_factory=dict)  # [N] score components
+    extras: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    step: int = 0
+    total_steps: int = 1
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.mask.sum(-1)
+
+
+TransformOutput = tuple[torch.Tensor, dict[str, float]]  # new rewards [N] or advantages [N, T]; step metrics
+
+
+# (per-token loss [N, T], per-token metrics). An objective whose loss couples rows (a softmax over a group)
+# may instead return a 0-dim loss: its micro-batch's share of the minibatch loss, normalised by the objective
+# itself with ObjectiveInputs.n_rows / n_groups; the aggregation then only weighs the KL term.
+ObjectiveOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -84,3 +188,6 @@ OBJECTIVES: Registry[Callable[..., ObjectiveOutput]] = Registry("policy objectiv
 AGGREGATIONS: Registry[Callable[..., torch.Tensor]] = Registry("loss aggregation")
 KL_ESTIMATORS: Registry[Callable[..., torch.Tensor]] = Registry("KL estimator")
 CORRECTIONS: Registry[Callable[..., CorrectionOutput]] = Registry("importance-sampling correction")
+REWARD_TRANSFORMS: Registry[Callable[..., TransformOutput]] = Registry("reward transform")
+ADVANTAGE_TRANSFORMS: Registry[Callable[..., TransformOutput]] = Registry("advantage transform")
+CLIP_RULES: Registry[Callable[..., ClipBounds]] = Registry("clip rule")

@@ -7,7 +7,7 @@ completion starts at column ``P`` of ``input_ids [N, P+T]``. Per-token tensors (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Iterator, Sequence
 
 import torch
@@ -16,6 +16,7 @@ from rlvr.core.types import Completion
 
 __all__ = ["RolloutBatch", "build_batch"]
 
+_ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row (never trimmed along tokens)
 _PER_ROW = ("input_ids", "attention_mask", "position_ids", "completion_mask", "group_index", "rewards",
             "lengths", "truncated", "behaviour_logp", "old_logp", "ref_logp", "advantages", "loss_coef")
 
@@ -36,6 +37,7 @@ class RolloutBatch:
     ref_logp: torch.Tensor | None = None  # [N, T]
     advantages: torch.Tensor | None = None  # [N, T]
     loss_coef: torch.Tensor | None = None  # [N, T] aggregation coefficients, set per minibatch
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-row extra tensors ([N, T] or [N, H])
 
     @property
     def size(self) -> int:
@@ -49,7 +51,7 @@ class RolloutBatch:
         """Rows ``idx`` of every per-row tensor (a minibatch or micro-batch)."""
         upd = {f.name: getattr(self, f.name)[idx] for f in fields(self)
                if f.name in _PER_ROW and getattr(self, f.name) is not None}
-        return replace(self, **upd)
+        return replace(self, extras={k: v[idx] for k, v in self.extras.items()}, **upd)
 
     def trim(self) -> "RolloutBatch":
         """Drop prompt columns that are padding in every row and completion columns past the longest."""
@@ -64,25 +66,48 @@ class RolloutBatch:
                 upd[f.name] = v[:, lead: self.prompt_len + t]
             else:
                 upd[f.name] = v[:, :t]
-        return replace(self, prompt_len=self.prompt_len - lead, **upd)
+        tok_cols = self.completion_mask.shape[1]
+        extras = {k: v[:, :t] if v.dim() == 2 and v.shape[1] == tok_cols and k not in _ROW_EXTRAS else v
+                  for k, v in self.extras.items()}
+        return replace(self, prompt_len=self.prompt_len - lead, extras=extras, **upd)
 
-    def minibatches(self, n: int, generator: torch.Generator | None = None) -> list["RolloutBatch"]:
+    def minibatches(self, n: int, generator: torch.Generator | None = None,
+                    whole_groups: bool = False) -> list["RolloutBatch"]:
         """Split into ``min(n, size)`` minibatches of near-equal size (shuffled when a generator is given).
 
         Sizes differ by at most one when dynamic sampling or ragged groups leave a batch that ``n`` does
-        not divide.
+        not divide. With ``whole_groups`` the split is over groups (near-equal numbers of groups, at most
+        one minibatch per group), for objectives coupling the completions of a group.
         """
+        if whole_groups:
+            groups = torch.unique(self.group_index)
+            order = groups[torch.randperm(len(groups), generator=generator)] if generator is not None else groups
+            parts = torch.tensor_split(order, min(n, len(groups)))
+            return [self.select(torch.nonzero(torch.isin(self.group_index, part)).flatten()) for part in parts]
         order = torch.randperm(self.size, generator=generator) if generator is not None else torch.arange(self.size)
         return [self.select(chunk) for chunk in torch.tensor_split(order, min(n, self.size))]
 
-    def micro_batches(self, size: int) -> Iterator["RolloutBatch"]:
-        for start in range(0, self.size, size):
-            yield self.select(torch.arange(start, min(start + size, self.size))).trim()
+    def micro_batches(self, size: int, whole_groups: bool = False) -> Iterator["RolloutBatch"]:
+        """Consecutive micro-batches of at most ``size`` rows; with ``whole_groups`` each holds whole groups
+        (as many as fit, and at least one even if it is larger than ``size``)."""
+        if not whole_groups:
+            for start in range(0, self.size, size):
+                yield self.select(torch.arange(start, min(start + size, self.size))).trim()
+            return
+        chunk: list[torch.Tensor] = []
+        for g in torch.unique(self.group_index):
+            rows = torch.nonzero(self.group_index == g).flatten()
+            if chunk and sum(len(c) for c in chunk) + len(rows) > size:
+                yield self.select(torch.cat(chunk)).trim()
+                chunk = []
+            chunk.append(rows)
+        if chunk:
+            yield self.select(torch.cat(chunk)).trim()
 
     def to(self, device: torch.device | str) -> "RolloutBatch":
         upd = {f.name: getattr(self, f.name).to(device) for f in fields(self)
                if isinstance(getattr(self, f.name), torch.Tensor)}
-        return replace(self, **upd)
+        return replace(self, extras={k: v.to(device) for k, v in self.extras.items()}, **upd)
 
 
 def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad_id: int) -> RolloutBatch:

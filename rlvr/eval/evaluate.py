@@ -1,47 +1,170 @@
-"""Held-out evaluation: sample completions for a split and score them with the task's verifiers."""
+"""Held-out evaluation: sample n completions per prompt of a split, score them, and summarise.
+
+The result holds, over prompts: ``accuracy`` (= ``avg@n``, mean correctness of the n samples), unbiased
+``pass@k`` for k = 1, 2, 4, ... up to n (and n itself), ``maj@n`` (majority vote over the n answers),
+``mean_reward`` and ``mean_length``; ``ci95`` maps each of them to a 95% percentile-bootstrap interval
+over prompts (one shared set of resampled prompts). ``per_prompt`` keeps every prompt's per-sample
+correctness, reward and answer key, so comparisons can pair prompts across models.
+
+maj@n groups answers by the key the verifier extracted (``info["<verifier>.extracted"]``, compared as an
+exact fraction when it is a number), or by the whitespace-normalised completion when the verifier reports
+no extraction; a cluster is correct when its first completion was scored correct (a deterministic
+verifier gives one verdict per answer). Only maj@n over all n samples is given: maj@k for k < n has no
+simple unbiased estimator.
+
+Rendering-robust accuracy (DeFAb §5.5): when examples carry ``meta["rendering"]``, the examples sharing
+``meta["rendering_group"]`` (default ``meta["id"]``) are renderings of one problem, and the problem scores
+the *worst* of its renderings' accuracies. ``robust_accuracy`` is reported when some problem has two or
+more renderings in the evaluated split.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Callable, Sequence
 
-from rlvr.core.types import GenerationRequest, SamplingParams
-from rlvr.eval.metrics import bootstrap_ci, pass_at_k
+import numpy as np
+
+from rlvr.core.types import Example, GenerationRequest, SamplingParams
+from rlvr.eval.metrics import bootstrap_cis, majority_answer, pass_at_k
 from rlvr.tasks.base import Task
+from rlvr.verifiers.numeric import parse_number
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "answer_key", "rendering_groups", "summarise", "per_prompt_columns", "pass_ks",
+           "scalar_metrics"]
+
+Progress = Callable[[int, int], None]
+
+
+def pass_ks(n: int) -> list[int]:
+    """k = 1, 2, 4, ... <= n, and n."""
+    ks, k = [], 1
+    while k <= n:
+        ks.append(k)
+        k *= 2
+    return ks if ks[-1] == n else ks + [n]
+
+
+def answer_key(text: str, info: dict[str, Any]) -> str | None:
+    """The answer a completion gives, as a hashable key for majority voting (None: no answer)."""
+    extracted = next((v for k, v in info.items() if k == "extracted" or k.endswith(".extracted")), None)
+    raw = str(extracted) if extracted is not None else text
+    value = parse_number(raw) if extracted is not None else None
+    if value is not None:
+        return str(value)
+    key = re.sub(r"\s+", " ", raw).strip()
+    return key or None
+
+
+def rendering_groups(examples: Sequence[Example]) -> list[str]:
+    """The problem each example renders (its own id when it carries no rendering)."""
+    return [str(e.meta.get("rendering_group", e.meta.get("id", e.id))) if "rendering" in (e.meta or {}) else e.id
+            for e in examples]
+
+
+def _generate(engine, examples: list[Example], n: int, sampling: SamplingParams,
+              on_progress: Progress | None) -> list[list]:
+    """Completions per example. With ``on_progress``, prompts go in chunks of about one engine batch (chunk i
+    > 0 seeded ``seed + i``) so the bar moves; without it, one call (the engine batches internally)."""
+    per: list[list] = [[] for _ in examples]
+    if on_progress is None:
+        chunks = [list(range(len(examples)))]
+    else:
+        size = max(1, getattr(engine, "batch_size", 256) // n)
+        chunks = [list(range(i, min(i + size, len(examples)))) for i in range(0, len(examples), size)]
+        on_progress(0, len(examples))
+    done = 0
+    for ci, idx in enumerate(chunks):
+        seed = sampling.seed if ci == 0 or sampling.seed is None else sampling.seed + ci
+        params = SamplingParams(sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed)
+        for c in engine.generate([GenerationRequest(examples[i], n) for i in idx], params):
+            per[idx[c.group]].append(c)
+        done += len(idx)
+        if on_progress is not None:
+            on_progress(done, len(examples))
+    return per
+
+
+def per_prompt_columns(per_prompt: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each metric's value on each prompt (the metric is the mean of its column over prompts)."""
+    n = min(len(p["correct"]) for p in per_prompt)
+    correct = [p["correct"] for p in per_prompt]
+    cols: dict[str, list[float]] = {
+        "accuracy": [float(np.mean(c)) for c in correct],
+        "mean_reward": [float(np.mean(p["reward"])) for p in per_prompt],
+    }
+    if n > 1:
+        for k in pass_ks(n):
+            cols[f"pass@{k}"] = [pass_at_k(len(c), int(round(sum(c))), k) for c in correct]
+        cols[f"maj@{n}"] = [_majority_correct(p["answers"], p["correct"]) for p in per_prompt]
+    if all("greedy_correct" in p for p in per_prompt):
+        cols["greedy_accuracy"] = [float(p["greedy_correct"]) for p in per_prompt]
+    return cols
+
+
+def summarise(per_prompt: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
+    """Metrics and bootstrap intervals from per-prompt records (``correct``, ``reward``, ``length``,
+    ``answers`` per sample; ``group`` for renderings; ``greedy_correct`` when greedy decoding was scored too)."""
+    n = min(len(p["correct"]) for p in per_prompt)
+    cols = per_prompt_columns(per_prompt)
+    out: dict[str, Any] = {k: float(np.mean(v)) for k, v in cols.items()}
+    if n > 1:
+        out[f"avg@{n}"] = out["accuracy"]
+    groups: dict[str, list[float]] = {}
+    for p, acc in zip(per_prompt, cols["accuracy"]):
+        groups.setdefault(p.get("group") or p["id"], []).append(acc)
+    group_cis = {}
+    if any(len(g) > 1 for g in groups.values()):
+        robust = [min(g) for g in groups.values()]
+        out["robust_accuracy"] = float(np.mean(robust))
+        out["robust_problems"] = len(robust)
+        group_cis = bootstrap_cis({"robust_accuracy": robust}, seed=seed)
+    out["mean_length"] = float(np.mean([np.mean(p["length"]) for p in per_prompt]))
+    ci = {**bootstrap_cis(cols, seed=seed), **group_cis}
+    out["ci95"] = {k: [float(lo), float(hi)] for k, (lo, hi) in ci.items()}
+    out["accuracy_ci95"] = out["ci95"]["accuracy"]
+    return out
+
+
+def _majority_correct(answers: list[str | None], correct: list[float]) -> float:
+    best = majority_answer(answers)
+    return 0.0 if best is None else float(correct[answers.index(best)] >= 1.0)
 
 
 def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None = None, samples: int = 1,
              temperature: float = 0.0, max_new_tokens: int = 16, seed: int = 0,
-             report_greedy: bool = False) -> dict[str, Any]:
-    """Accuracy (mean ``correct`` over all samples: avg@k when sampling), mean reward and mean length.
+             report_greedy: bool = False, top_p: float = 1.0,
+             on_progress: Progress | None = None) -> dict[str, Any]:
+    """Evaluate ``engine`` on ``task``'s ``split``; see the module docstring for what is returned.
 
-    With ``report_greedy`` and a temperature above 0, the greedy accuracy is added as ``greedy_accuracy``.
+    Greedy decoding (``temperature`` 0) takes one sample per prompt. With ``report_greedy`` and a
+    temperature above 0, the greedy accuracy is added as ``greedy_accuracy``.
     """
     examples = task.examples(split)[:num_examples] if num_examples else task.examples(split)
     if not examples:
         raise ValueError(f"task {task.name!r} split {split!r} has no examples to evaluate")
     n = 1 if temperature == 0.0 else samples
-    comps = engine.generate([GenerationRequest(e, n) for e in examples],
-                            SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed))
-    scores = [task.score(examples[c.group], c.text) for c in comps]
-    per_prompt: list[list[float]] = [[] for _ in examples]
-    for c, s in zip(comps, scores):
-        per_prompt[c.group].append(s.components.get("correct", 0.0))
-    prompt_acc = [sum(x) / len(x) for x in per_prompt]
-    k = len(comps)
-    extra = {}
+    sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+    comps = _generate(engine, list(examples), n, sampling, on_progress)
+    groups = rendering_groups(examples)
+    per_prompt = []
+    for ex, cs, group in zip(examples, comps, groups):
+        scores = [task.score(ex, c.text) for c in cs]
+        per_prompt.append({
+            "id": ex.id, "group": group,
+            "correct": [s.components.get("correct", 0.0) for s in scores],
+            "reward": [s.reward for s in scores],
+            "length": [len(c) for c in cs],
+            "answers": [answer_key(c.text, s.info) for c, s in zip(cs, scores)],
+        })
     if report_greedy and temperature > 0:
         greedy = evaluate(engine, task, split, num_examples, 1, 0.0, max_new_tokens, seed)
-        extra["greedy_accuracy"] = greedy["accuracy"]
-    return {
-        "accuracy": sum(s.components.get("correct", 0.0) for s in scores) / k,
-        "mean_reward": sum(s.reward for s in scores) / k,
-        "mean_length": sum(len(c) for c in comps) / k,
-        "num_examples": len(examples),
-        "samples": n,
-        "temperature": temperature,
-        "accuracy_ci95": list(bootstrap_ci(prompt_acc)),
-        **({f"pass@{n}": sum(pass_at_k(n, int(sum(x)), n) for x in per_prompt) / len(per_prompt)} if n > 1 else {}),
-        **extra,
-    }
+        for rec, g in zip(per_prompt, greedy["per_prompt"]):
+            rec["greedy_correct"] = g["correct"][0]
+    return {**summarise(per_prompt, seed), "num_examples": len(examples), "samples": n,
+            "temperature": temperature, "split": split, "per_prompt": per_prompt}
+
+
+def scalar_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """The numbers of an eval result (no intervals, no per-prompt records), e.g. for ``metrics.jsonl``."""
+    return {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

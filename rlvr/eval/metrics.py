@@ -10,11 +10,12 @@ and a prompt whose answers are all unparsable scores 0).
 
 from __future__ import annotations
 
-import random
 from collections import Counter
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, Mapping, Sequence
 
-__all__ = ["pass_at_k", "avg_at_k", "maj_at_k", "majority_answer", "bootstrap_ci", "mean"]
+import numpy as np
+
+__all__ = ["pass_at_k", "avg_at_k", "maj_at_k", "majority_answer", "bootstrap_ci", "bootstrap_cis", "mean"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -62,14 +63,32 @@ def maj_at_k(answers: Sequence[Sequence[Hashable | None]], golds: Sequence[Hasha
     return mean(scores)
 
 
+def bootstrap_cis(columns: Mapping[str, Sequence[float]], level: float = 0.95, resamples: int = 2000,
+                  seed: int = 0) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap intervals of the mean over prompts for several per-prompt columns.
+
+    Every column of one length is resampled with the same prompt indices, so intervals of metrics measured
+    on the same prompts come from the same bootstrap replicates. Empty columns give ``(nan, nan)``.
+    """
+    rng = np.random.default_rng(seed)
+    idx_by_n: dict[int, np.ndarray] = {}
+    out: dict[str, tuple[float, float]] = {}
+    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+    for name, col in columns.items():
+        values = np.asarray(col, dtype=np.float64)
+        n = len(values)
+        if n == 0:
+            out[name] = (float("nan"), float("nan"))
+            continue
+        if n not in idx_by_n:
+            idx_by_n[n] = rng.integers(0, n, size=(resamples, n))
+        stats = values[idx_by_n[n]].mean(axis=1)
+        lo, hi = np.quantile(stats, [lo_q, hi_q])
+        out[name] = (float(lo), float(hi))
+    return out
+
+
 def bootstrap_ci(per_prompt: Sequence[float], level: float = 0.95, resamples: int = 2000,
                  seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean over prompts."""
-    if not per_prompt:
-        return float("nan"), float("nan")
-    rng = random.Random(seed)
-    n = len(per_prompt)
-    stats = sorted(sum(per_prompt[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    lo = stats[int((1 - level) / 2 * resamples)]
-    hi = stats[min(resamples - 1, int((1 + level) / 2 * resamples))]
-    return lo, hi
+    return bootstrap_cis({"x": per_prompt}, level, resamples, seed)["x"]

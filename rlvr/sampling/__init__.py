@@ -1,7 +1,35 @@
-"""Which prompts go into a step, how many completions each gets, and per-prompt statistics."""
+"""Which prompts go into a step, how many completions each gets, and per-prompt statistics.
 
+Samplers (``data.sampler``) and allocators (``data.budget``) are registered by name; each module below
+registers its own.
+"""
+
+from rlvr.sampling import (aero, ar3po, budget, coba, dars, gaussian, paced, pairing, prompts,  # noqa: F401
+                           replay, tac)  # (registration)
+from rlvr.sampling.base import ALLOCATORS, SAMPLERS, AllocatorContext, Allocator, Group, SamplerContext
 from rlvr.sampling.budget import FixedBudget
-from rlvr.sampling.prompts import UniformSampler
+from rlvr.sampling.prompts import MixtureSampler, UniformSampler
 from rlvr.sampling.stats import PromptStats
 
-__all__ = ["FixedBudget", "PromptStats", "UniformSampler"]
+__all__ = ["ALLOCATORS", "SAMPLERS", "Allocator", "AllocatorContext", "FixedBudget", "Group", "MixtureSampler",
+           "PromptStats", "SamplerContext", "UniformSampler", "build_allocator", "build_data", "build_sampler"]
+
+
+def build_sampler(component, ctx: SamplerContext):
+    """The sampler named by a config component (``{name, params}``)."""
+    return SAMPLERS.get(component.name).fn(ctx, component.params)
+
+
+def build_allocator(component, ctx: AllocatorContext):
+    return ALLOCATORS.get(component.name).fn(ctx, component.params)
+
+
+def build_data(cfg, task):
+    """``(sampler, allocator, stats)`` for a run: ``cfg.data`` over the task's train split."""
+    d, r = cfg.data, cfg.rollout
+    stats = PromptStats(decay=d.stats_decay)
+    weights = getattr(task, "domain_weights", None)
+    sampler = build_sampler(d.sampler, SamplerContext(task.examples("train"), stats, cfg.seed, r.prompts_per_step,
+                                                      r.group_size, weights))
+    allocator = build_allocator(d.budget, AllocatorContext(stats, cfg.seed, r.prompts_per_step, r.group_size))
+    return sampler, allocator, stats

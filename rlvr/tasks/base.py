@@ -25,6 +25,11 @@ class Task:
 
     ``score`` returns the weighted sum of the verifiers' rewards, each verifier's reward as a named
     component, and ``correct`` from the first verifier. It never raises on model output.
+
+    Training also calls ``score_group`` once per prompt with the scores of all its completions, for
+    rewards that depend on the whole group (POW3R's policy-aware rubric weights); evaluation uses
+    ``score`` alone. A task that keeps state across steps returns it from ``state_dict`` (JSON-able),
+    which checkpoints save and ``load_state_dict`` restores.
     """
 
     def __init__(self, name: str, splits: dict[str, Sequence[Example]], verifiers: Sequence[WeightedVerifier]):
@@ -59,3 +64,14 @@ class Task:
                 comps["correct"] = s.components.get("correct", float(s.reward >= 1.0))
             info.update({f"{wv.verifier.name}.{k}": v for k, v in s.info.items()})
         return Score(total, comps, info)
+
+    def score_group(self, example: Example, texts: Sequence[str], scores: Sequence[Score]) -> list[Score]:
+        """Training scores of one prompt's completions, given their ``score`` results (default: unchanged)."""
+        return list(scores)
+
+    def state_dict(self) -> dict:
+        """State kept across training steps, saved in checkpoints (default: none)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what ``state_dict`` returned."""

@@ -5,6 +5,11 @@ themselves; the pool adds concurrency for them and one more guard: a completion 
 ``timeout_s`` scores 0 with reason ``"timeout"`` and the step goes on (a Python thread cannot be killed, so a
 verifier that hangs in pure Python keeps its thread; it is reported, never waited for). Timeouts and
 verifier errors are counted and reported in the step metrics as ``score/timeouts`` and ``score/errors``.
+
+After the per-completion scores, ``score_many`` hands each prompt's group (the completions whose examples
+share an ``id``, in order of first appearance) to the task's ``score_group`` hook, for rewards that need the
+whole group (POW3R). The hook runs in the calling thread; if it raises, or returns the wrong number of
+scores, that group scores 0 with a ``verifier error`` reason and counts as errors.
 """
 
 from __future__ import annotations
@@ -50,10 +55,31 @@ class Scorer:
                     f.cancel()
                     scores.append(TIMEOUT)
                     timeouts += 1
+        scores = self._score_groups(examples, texts, scores)
         stats = ScoreStats({"score/timeouts": float(timeouts),
                             "score/errors": float(sum(_is_error(s) for s in scores)),
                             "score/seconds": time.perf_counter() - t0})
         return scores, stats
+
+    def _score_groups(self, examples: Sequence[Example], texts: Sequence[str], scores: list[Score]) -> list[Score]:
+        hook = getattr(self.task, "score_group", None)
+        if hook is None:
+            return scores
+        groups: dict[str, list[int]] = {}
+        for i, e in enumerate(examples):
+            groups.setdefault(e.id, []).append(i)
+        out = list(scores)
+        for idx in groups.values():
+            try:
+                new = list(hook(examples[idx[0]], [texts[i] for i in idx], [scores[i] for i in idx]))
+                if len(new) != len(idx):
+                    raise ValueError(f"returned {len(new)} scores for {len(idx)} completions")
+            except Exception as e:  # a group-level bug must not stop training: score 0, counted as errors
+                reason = f"verifier error: score_group: {type(e).__name__}: {e}"
+                new = [Score(0.0, {"correct": 0.0}, {"reason": reason}) for _ in idx]
+            for i, s in zip(idx, new):
+                out[i] = s
+        return out
 
     def close(self) -> None:
         if self._pool is not None:

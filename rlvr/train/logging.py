@@ -1,17 +1,31 @@
-"""Metrics to ``metrics.jsonl`` (one line per step, flushed at once) and the progress display."""
+"""Metrics to ``metrics.jsonl`` (one line per step, flushed at once), optional backends, the progress display.
+
+``metrics.jsonl`` is always written. ``logging.backends`` in the config adds TensorBoard (event files in
+``RUN_DIR/tensorboard``), Weights & Biases (``logging.wandb_mode``, offline by default: files in
+``RUN_DIR/wandb``, ``wandb sync`` uploads them later) and MLflow (a file store in ``RUN_DIR/mlruns`` unless
+``logging.mlflow_tracking_uri`` is set). Each backend has MetricsLog's interface (``write(step, metrics)``,
+``close()``), is imported only when chosen, and names the pip extra to install when its package is missing.
+A backend that fails while writing is dropped with a warning: a dashboard never stops training.
+W&B and MLflow runs keep their ids in the run directory, so a resumed run continues the same run.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import secrets
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-__all__ = ["MetricsLog", "ProgressDisplay", "read_metrics"]
+__all__ = ["MetricsLog", "ProgressDisplay", "read_metrics", "TensorBoardLog", "WandbLog", "MLflowLog", "MultiLog",
+           "open_metrics_log", "BACKENDS"]
 
 
 def _clean(v: Any) -> Any:
@@ -41,6 +55,155 @@ class MetricsLog:
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+
+
+def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _require(module: str, extra: str, backend: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"logging backend {backend!r} needs the {module.split('.')[0]!r} package: "
+                          f"pip install 'rlvr[{extra}]'") from None
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _stored_id(path: Path) -> str | None:
+    return path.read_text().strip() if path.is_file() else None
+
+
+class TensorBoardLog:
+    """Scalars to TensorBoard event files; on resume, events past the resumed step are purged."""
+
+    def __init__(self, run_dir: Path, config: dict[str, Any], resume_step: int | None = None):
+        _require("tensorboard", "tensorboard", "tensorboard")
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._w = SummaryWriter(str(run_dir / "tensorboard"), purge_step=(resume_step + 1) if resume_step else None)
+        self._w.add_text("config", "```\n" + json.dumps(config, indent=1) + "\n```", 0)
+
+    def write(self, step: int, metrics: dict[str, Any]) -> None:
+        for k, v in _numbers(metrics).items():
+            self._w.add_scalar(k, v, step)
+        self._w.flush()
+
+    def close(self) -> None:
+        self._w.close()
+
+
+class WandbLog:
+    """A W&B run (``mode``: offline writes ``RUN_DIR/wandb`` with no network)."""
+
+    def __init__(self, run_dir: Path, config: dict[str, Any], project: str, name: str, mode: str,
+                 entity: str | None = None):
+        wandb = _require("wandb", "wandb", "wandb")
+        id_file = run_dir / "wandb-run-id"
+        run_id = _stored_id(id_file) or secrets.token_hex(4)
+        id_file.write_text(run_id)
+        self._run = wandb.init(project=project, entity=entity, name=name, id=run_id, resume="allow",
+                               dir=str(run_dir), mode=mode, config=config, reinit="create_new")
+
+    def write(self, step: int, metrics: dict[str, Any]) -> None:
+        self._run.log(_numbers(metrics), step=step, commit=True)
+
+    def close(self) -> None:
+        self._run.finish()
+
+
+class MLflowLog:
+    """An MLflow run; metric names are sanitised (``pass@4`` -> ``pass_at_4``) to what MLflow accepts."""
+
+    def __init__(self, run_dir: Path, config: dict[str, Any], experiment: str, name: str,
+                 tracking_uri: str | None = None):
+        mlflow = _require("mlflow", "mlflow", "mlflow")
+        if tracking_uri is None:  # MLflow 3 refuses its file store unless asked; it is the no-server default here
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self._client = mlflow.tracking.MlflowClient(tracking_uri or (run_dir / "mlruns").resolve().as_uri())
+        id_file = run_dir / "mlflow-run-id"
+        self._run_id = _stored_id(id_file)
+        if self._run_id is None:
+            exp = self._client.get_experiment_by_name(experiment)
+            exp_id = exp.experiment_id if exp else self._client.create_experiment(experiment)
+            self._run_id = self._client.create_run(exp_id, run_name=name).info.run_id
+            id_file.write_text(self._run_id)
+            for k, v in _flat(config).items():
+                self._client.log_param(self._run_id, k, json.dumps(v)[:500] if not isinstance(v, str) else v[:500])
+
+    @staticmethod
+    def key(name: str) -> str:
+        return re.sub(r"[^0-9A-Za-z_\-. /]", "_", name.replace("@", "_at_"))
+
+    def write(self, step: int, metrics: dict[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        now = int(__import__("time").time() * 1000)
+        self._client.log_batch(self._run_id, metrics=[Metric(self.key(k), v, now, step)
+                                                      for k, v in _numbers(metrics).items()])
+
+    def close(self) -> None:
+        self._client.set_terminated(self._run_id)
+
+
+class MultiLog:
+    """``metrics.jsonl`` plus the chosen backends behind MetricsLog's interface."""
+
+    def __init__(self, jsonl: MetricsLog, backends: list[Any]):
+        self.jsonl, self.backends = jsonl, list(backends)
+
+    def write(self, step: int, metrics: dict[str, Any]) -> None:
+        self.jsonl.write(step, metrics)
+        for b in list(self.backends):
+            try:
+                b.write(step, metrics)
+            except Exception as e:  # noqa: BLE001  a dashboard failure must not stop training
+                warnings.warn(f"logging backend {type(b).__name__} failed ({type(e).__name__}: {e}); dropped it")
+                self.backends.remove(b)
+
+    def close(self) -> None:
+        self.jsonl.close()
+        for b in self.backends:
+            try:
+                b.close()
+            except Exception as e:  # noqa: BLE001
+                warnings.warn(f"logging backend {type(b).__name__} failed to close: {e}")
+
+
+BACKENDS = ("jsonl", "tensorboard", "wandb", "mlflow")
+
+
+def open_metrics_log(cfg, run_dir: str | Path, resume_step: int | None = None) -> MultiLog:
+    """The run's metrics log: ``metrics.jsonl`` and every backend named in ``cfg.logging.backends``."""
+    run_dir = Path(run_dir)
+    lc = cfg.logging
+    config = cfg.model_dump(mode="json")
+    name = lc.run_name or run_dir.name
+    backends: list[Any] = []
+    try:
+        for b in dict.fromkeys(lc.backends):
+            if b == "tensorboard":
+                backends.append(TensorBoardLog(run_dir, config, resume_step))
+            elif b == "wandb":
+                backends.append(WandbLog(run_dir, config, lc.project, name, lc.wandb_mode, lc.wandb_entity))
+            elif b == "mlflow":
+                backends.append(MLflowLog(run_dir, config, lc.project, name, lc.mlflow_tracking_uri))
+    except BaseException:
+        for opened in backends:
+            opened.close()
+        raise
+    return MultiLog(MetricsLog(run_dir / "metrics.jsonl", resume_step=resume_step), backends)
 
 
 class ProgressDisplay:

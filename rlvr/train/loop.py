@@ -19,9 +19,12 @@ from typing import Any, Callable, Iterator
 import torch
 
 from rlvr.algorithms.grouping import group_constant
-from rlvr.algorithms.registry import ADVANTAGES, KL_ESTIMATORS, AdvantageInputs
-from rlvr.config import RunConfig
+from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, FLAGS, KL_ESTIMATORS, REWARD_TRANSFORMS,
+                                     AdvantageInputs, TransformInputs, call)
+from rlvr.config import RunConfig, algorithm_needs
 from rlvr.core.batch import build_batch
+from rlvr.train.algo_state import AlgorithmState
+from rlvr.train.extras import compute_extras
 from rlvr.train.rollouts import collect_rollouts
 from rlvr.train.update import UpdateSettings, batch_logprobs, needs_old_logp, update_policy
 
@@ -45,6 +48,7 @@ class Components:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     kl: Any = None  # KLController; None means a constant kl.coef
     scorer: Any = None  # Scorer; None scores in-line with task.score
+    algo_state: Any = None  # AlgorithmState of stateful components; None builds it from the config
 
     def __post_init__(self):
         if self.scorer is None:
@@ -58,12 +62,57 @@ def step_seed(seed: int, step: int, salt: int = 0) -> int:
     return (seed * 1_000_003 + step * 7_919 + salt * 104_729) % (2**31 - 1)
 
 
-def settings(cfg: RunConfig, kl_coef: float | None = None) -> UpdateSettings:
+def settings(cfg: RunConfig, kl_coef: float | None = None, step: int = 0,
+             objective_state: Any = None) -> UpdateSettings:
     coef = cfg.algorithm.kl.coef if kl_coef is None else kl_coef
     in_loss = cfg.algorithm.kl.placement == "loss"
     return UpdateSettings(cfg.algorithm, cfg.train.micro_batch_size, cfg.rollout.temperature,
                           cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm, coef if in_loss else 0.0,
-                          cfg.rollout.max_new_tokens)
+                          cfg.rollout.max_new_tokens, step, max(cfg.train.steps, 1), objective_state)
+
+
+def _score_components(scores) -> dict[str, torch.Tensor]:
+    """Each numeric score component as an ``[N]`` float64 tensor (0 where a completion lacks it)."""
+    keys = sorted({k for sc in scores for k, v in sc.components.items() if isinstance(v, (int, float))})
+    return {k: torch.tensor([float(sc.components.get(k, 0.0)) for sc in scores], dtype=torch.float64) for k in keys}
+
+
+def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSettings):
+    """Extras -> reward transforms -> advantage estimator -> advantage transforms; returns the batch with
+    rewards, advantages and extras set, and the transforms' metrics."""
+    alg, state = cfg.algorithm, c.algo_state
+    needs = algorithm_needs(cfg) - FLAGS
+    examples = [ro.requests[comp.group].example for comp in ro.completions]
+    extras = compute_extras(needs, c, batch, s, ro.completions, examples, alg.teacher_hint) if needs else {}
+    comps = _score_components(ro.scores)
+    total = max(cfg.train.steps, 1)
+    metrics: dict[str, float] = {}
+    rewards = batch.rewards
+    for i, comp in enumerate(alg.reward_transforms):
+        inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, None, comps, extras, step, total)
+        rewards, m = call(REWARD_TRANSFORMS.get(comp.name), inp, comp.params,
+                          state.get(f"algorithm.reward_transforms.{i}"))
+        rewards = rewards.to(torch.float64)
+        metrics.update({f"reward_transform/{comp.name}/{k}": float(v) for k, v in m.items()})
+    adv = call(ADVANTAGES.get(alg.advantage.name),
+               AdvantageInputs(rewards, batch.group_index, batch.lengths, batch.completion_mask, comps, extras,
+                               step, total),
+               alg.advantage.params, state.get("algorithm.advantage"))
+    if adv.dim() == 1:
+        adv = adv[:, None] * batch.completion_mask
+    for i, comp in enumerate(alg.advantage_transforms):
+        inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, adv, comps, extras, step, total)
+        adv, m = call(ADVANTAGE_TRANSFORMS.get(comp.name), inp, comp.params,
+                      state.get(f"algorithm.advantage_transforms.{i}"))
+        adv = adv * batch.completion_mask
+        metrics.update({f"advantage_transform/{comp.name}/{k}": float(v) for k, v in m.items()})
+    upd = {"rewards": rewards, "advantages": adv.float(),
+           "extras": {k: v for k, v in extras.items() if k not in ("old_logp", "ref_logp")}}
+    if "old_logp" in extras and batch.old_logp is None:
+        upd["old_logp"] = extras["old_logp"]
+    if "ref_logp" in extras:
+        upd["ref_logp"] = extras["ref_logp"]
+    return replace(batch, **upd), metrics
 
 
 def _kl_in_reward(cfg: RunConfig, c: Components, batch, s: UpdateSettings, coef: float):
@@ -82,31 +131,28 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
     ro = collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
     t1 = time.perf_counter()
     correct = [sc.components.get("correct", 0.0) for sc in ro.scores]
-    c.stats.update([comp.example_id for comp in ro.completions], correct, step)
+    # prompt statistics were updated with every generated completion while collecting (rollouts.py)
     if not ro.completions:  # dynamic sampling found no group with signal: nothing to learn from
         g = ro.metrics
         return {**g, "reward": g["generated/reward"], "accuracy": g["generated/accuracy"],
                 "completion_length": g["generated/completion_length"], "update_skipped": 1.0,
                 "kl": 0.0, "time/step": t1 - t0}
     batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id)
+    if c.algo_state is None:
+        c.algo_state = AlgorithmState(cfg)
     coef = c.kl.coef_at(step) if c.kl is not None else cfg.algorithm.kl.coef
-    s = settings(cfg, coef)
+    s = settings(cfg, coef, step, c.algo_state.get("algorithm.objective"))
     reward_kl = None
     if c.ref_model is not None and cfg.algorithm.kl.placement == "reward":
         batch, reward_kl = _kl_in_reward(cfg, c, batch.to(c.device), s, coef)
         batch = batch.to("cpu")
-    adv_entry = ADVANTAGES.get(cfg.algorithm.advantage.name)
-    adv = adv_entry.fn(AdvantageInputs(batch.rewards, batch.group_index, batch.lengths, batch.completion_mask),
-                       cfg.algorithm.advantage.params)
-    if adv.dim() == 1:
-        adv = adv[:, None] * batch.completion_mask
-    batch = replace(batch, advantages=adv.float())
+    batch, transform_metrics = _advantages(cfg, c, batch, ro, step, s)
     if cfg.algorithm.overlong.filter:  # truncated completions leave the loss and its token counts
         batch = replace(batch, completion_mask=batch.completion_mask * (~batch.truncated)[:, None].float())
     batch = batch.to(c.device)
     if needs_old_logp(cfg.algorithm) and batch.old_logp is None:
         batch = replace(batch, old_logp=batch_logprobs(c.model, batch, s))
-    if c.ref_model is not None and reward_kl is None:
+    if c.ref_model is not None and reward_kl is None and batch.ref_logp is None:
         batch = replace(batch, ref_logp=batch_logprobs(c.ref_model, batch, s))
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
     upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen) if batch.completion_mask.any() else {}
@@ -129,6 +175,7 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
         **ro.metrics,
     }
     metrics.update(upd)
+    metrics.update(transform_metrics)
     if reward_kl is not None:
         metrics["kl"] = reward_kl
     metrics.setdefault("kl", 0.0)

@@ -9,10 +9,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_run"]
+__all__ = ["plot_run", "eval_series", "accuracy_label"]
 
 PANELS = [("reward", "reward"), ("eval/accuracy", "held-out accuracy"), ("completion_length", "completion length"),
           ("kl", "KL to reference"), ("entropy", "entropy")]
+
+
+def accuracy_label(temperature: float, samples: int) -> str:
+    return "greedy" if temperature == 0 else f"avg@{samples}, T={temperature:g}"
+
+
+def eval_series(metrics: list[dict[str, Any]], before: dict[str, Any] | None, after: dict[str, Any] | None,
+                steps: int, label: str) -> dict[str, list[tuple[int, float]]]:
+    """Held-out accuracy curves: before RL (step 0), the in-training evals, and after RL (step ``steps``)."""
+    series = {}
+    for key, name in (("accuracy", label), ("greedy_accuracy", "greedy")):
+        pts = {0: before[key]} if before and key in before else {}
+        pts.update({m["step"]: m[f"eval/{key}"] for m in metrics if f"eval/{key}" in m})
+        if after and key in after:
+            pts[steps] = after[key]
+        series[name] = sorted(pts.items())
+    return series
 
 
 def plot_run(metrics: list[dict[str, Any]], path: str | Path,

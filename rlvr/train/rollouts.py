@@ -1,23 +1,39 @@
-"""Collecting one step's rollouts: sample prompts, generate, score, shape rewards, filter groups.
+"""Collecting one step's rollouts: sample prompts, allocate, generate, score, shape rewards, filter groups.
+
+A generation round (:func:`_round`) asks the sampler for prompts and the allocator for the first stage's
+counts, then lets the allocator ask for more completions of chosen groups, stage after stage, until it
+asks for none (multi-stage allocators: DARS, AR3PO, AERO; see :mod:`rlvr.sampling.base`). Every generated
+completion is shown to the sampler and recorded in the prompt statistics; the allocator's ``finalize`` may
+then drop completions (rejection) or add stored ones (response reuse). Groups may end up of unequal size.
 
 With dynamic sampling (DAPO, Yu et al. 2025, arXiv:2503.14476) groups whose filter metric is constant
-(max == min, compared exactly) are dropped and more prompts are sampled until ``prompts_per_step``
+(max == min, compared exactly) are dropped and more rounds are run until ``prompts_per_step``
 informative groups are collected or ``max_rounds`` generation rounds are spent; surplus groups are
 discarded, as in verl. A shortfall either proceeds with the groups collected or raises, as configured.
+
+Step metrics on what was spent: ``rollouts/spent`` (completions generated, every round and stage),
+``rollouts/reused`` (completions added from a buffer, every round), ``rollouts/generation_calls``,
+``rollouts/groups`` and ``rollouts/informative_groups`` (groups in the trained batch whose rewards differ,
+so a group-relative advantage is not all zero), ``rollouts/zero_variance_groups``,
+``rollouts/informative_frac``, ``rollouts/spent_per_informative_group`` and group sizes; ``sampler/*`` and
+``budget/*`` from a sampler's or allocator's ``metrics()``; with a task mixture,
+``task/<name>/{accuracy,reward,completions}`` over every generated completion of each task.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.shaping import overlong_penalty
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score
+from rlvr.rollout.wrappers import engine_metrics
+from rlvr.sampling.base import Group
 
-__all__ = ["Rollouts", "collect_rollouts", "DynamicSamplingShortfall"]
+__all__ = ["Rollouts", "collect_rollouts", "DynamicSamplingShortfall", "stage_seed"]
 
 
 class DynamicSamplingShortfall(RuntimeError):
@@ -33,9 +49,25 @@ class Rollouts:
     metrics: dict[str, float]
 
 
-def _round(cfg, c, k: int, seed: int) -> Rollouts:
-    examples = c.sampler.next(k)
-    requests = c.allocator.allocate(examples, c.stats)
+@dataclass
+class _Spent:
+    """What a step's generation cost, summed over rounds and stages."""
+
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+        ("time/rollout", "time/score", "generated/reward_sum", "generated/correct_sum", "generated/length_sum",
+         "generated/n", "score/timeouts", "score/errors", "calls"), 0.0))
+    per_task: dict[str, list[float]] = field(default_factory=dict)  # task -> [n, reward sum, correct sum]
+
+
+def stage_seed(seed: int, stage: int) -> int:
+    """The sampling seed of a round's ``stage``-th extra generation call (stage 0 uses the round's seed)."""
+    return seed if stage == 0 else (seed * 1_000_003 + stage * 7_919) % (2**31 - 1)
+
+
+def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, spent: _Spent) -> None:
+    """Generate ``counts[i]`` completions for ``groups[i]``, score and shape them, append them in place."""
+    idx = [i for i, n in enumerate(counts) if n > 0]
+    requests = [GenerationRequest(groups[i].example, int(counts[i])) for i in idx]
     sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_new_tokens, seed=seed)
     t0 = time.perf_counter()
     completions = c.engine.generate(requests, sampling)
@@ -45,18 +77,71 @@ def _round(cfg, c, k: int, seed: int) -> Rollouts:
     t2 = time.perf_counter()
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)
     ov = cfg.algorithm.overlong
-    if ov.soft_penalty:
+    if ov.soft_penalty and completions:
         lengths = torch.tensor([len(comp) for comp in completions])
         limit = cfg.rollout.max_new_tokens
         buffer = max(1, round(ov.buffer_frac * limit))
         rewards = rewards + overlong_penalty(lengths, limit, buffer, ov.factor)
-    n = max(len(completions), 1)
-    seen = {"time/rollout": t1 - t0, "time/score": t2 - t1,
-            "generated/reward_sum": float(rewards.sum()),
-            "generated/correct_sum": sum(sc.components.get("correct", 0.0) for sc in scores),
-            "generated/length_sum": float(sum(len(comp) for comp in completions)), "generated/n": float(n),
-            "score/timeouts": score_stats["score/timeouts"], "score/errors": score_stats["score/errors"]}
-    return Rollouts(requests, completions, scores, rewards.tolist(), seen)
+    s = spent.sums
+    for comp, sc, r in zip(completions, scores, rewards.tolist()):
+        g = groups[idx[comp.group]]
+        g.completions.append(comp)
+        g.scores.append(sc)
+        g.rewards.append(r)
+        ok = sc.components.get("correct", 0.0)
+        t = spent.per_task.setdefault(g.example.task, [0.0, 0.0, 0.0])
+        t[0], t[1], t[2] = t[0] + 1, t[1] + r, t[2] + ok
+        s["generated/reward_sum"] += r
+        s["generated/correct_sum"] += ok
+        s["generated/length_sum"] += len(comp)
+    s["generated/n"] += len(completions)
+    s["time/rollout"] += t1 - t0
+    s["time/score"] += t2 - t1
+    s["score/timeouts"] += score_stats["score/timeouts"]
+    s["score/errors"] += score_stats["score/errors"]
+    s["calls"] += 1
+
+
+def _observe(c, groups: list[Group], step: int) -> None:
+    """Show the sampler every generated group (it reads the statistics as they were), then record them."""
+    observe = getattr(c.sampler, "observe", None)
+    if observe is not None:
+        observe(groups, step)
+    ids = [g.example.id for g in groups for _ in g.completions]
+    correct = [x for g in groups for x in g.correct]
+    rewards = [x for g in groups for x in g.rewards]
+    domains = [g.example.task for g in groups for _ in g.completions]
+    c.stats.update(ids, correct, step, rewards=rewards, domains=domains)
+
+
+def _flatten(groups: list[Group]) -> Rollouts:
+    groups = [g for g in groups if g.completions]
+    comps = [replace(comp, group=i) for i, g in enumerate(groups) for comp in g.completions]
+    return Rollouts([GenerationRequest(g.example, g.n) for g in groups], comps,
+                    [s for g in groups for s in g.scores], [r for g in groups for r in g.rewards], {})
+
+
+def _round(cfg, c, k: int, seed: int, step: int, spent: _Spent) -> tuple[Rollouts, int]:
+    """One round: ``k`` prompts through the allocator's stages; returns the rollouts and completions reused."""
+    examples = c.sampler.next(k, step)
+    requests = c.allocator.allocate(examples, c.stats)
+    groups = [Group(r.example) for r in requests]
+    _generate_into(cfg, c, groups, [r.n for r in requests], seed, spent)
+    extend = getattr(c.allocator, "extend", None)
+    stage = 1
+    while extend is not None:
+        extra = list(extend(groups, stage))
+        if len(extra) != len(groups):
+            raise ValueError(f"allocator asked for {len(extra)} extra counts for {len(groups)} groups")
+        if not any(extra):
+            break
+        _generate_into(cfg, c, groups, extra, stage_seed(seed, stage), spent)
+        stage += 1
+    _observe(c, groups, step)
+    finalize = getattr(c.allocator, "finalize", None)
+    if finalize is not None:
+        groups = finalize(groups, step)
+    return _flatten(groups), sum(g.reused for g in groups)
 
 
 def _step_metrics(sums: dict[str, float]) -> dict[str, float]:
@@ -70,24 +155,49 @@ def _step_metrics(sums: dict[str, float]) -> dict[str, float]:
             "generated/completion_length": sums["generated/length_sum"] / n}
 
 
-def _informative(r: Rollouts, metric: str) -> list[int]:
-    """Indices of requests whose groups are not constant in ``metric``."""
+def _spend_metrics(c, r: Rollouts, spent: _Spent, reused: int) -> dict[str, float]:
+    sizes = torch.bincount(torch.tensor([comp.group for comp in r.completions], dtype=torch.long),
+                           minlength=len(r.requests)) if r.completions else torch.zeros(0)
+    informative = len(_informative(r, "reward", singletons=False)) if r.completions else 0
+    groups = len(r.requests)
+    out = {"rollouts/spent": spent.sums["generated/n"], "rollouts/reused": float(reused),
+           "rollouts/generation_calls": spent.sums["calls"], "rollouts/groups": float(groups),
+           "rollouts/informative_groups": float(informative),
+           "rollouts/zero_variance_groups": float(groups - informative),
+           "rollouts/informative_frac": informative / groups if groups else 0.0,
+           "rollouts/spent_per_informative_group": spent.sums["generated/n"] / max(informative, 1),
+           "rollouts/group_size_mean": float(sizes.float().mean()) if groups else 0.0,
+           "rollouts/group_size_min": float(sizes.min()) if groups else 0.0,
+           "rollouts/group_size_max": float(sizes.max()) if groups else 0.0}
+    for obj, prefix in ((c.sampler, "sampler"), (c.allocator, "budget")):
+        report = getattr(obj, "metrics", None)
+        if report is not None:
+            out.update({f"{prefix}/{k}": float(v) for k, v in report().items()})
+    out.update(engine_metrics(c.engine))  # rollout-engine wrappers (parameter noise, guidance)
+    if len(getattr(c.task, "domain_weights", None) or {}) > 1:
+        for name in c.task.domain_weights:
+            n, rew, ok = spent.per_task.get(name, [0.0, 0.0, 0.0])
+            out.update({f"task/{name}/completions": n, f"task/{name}/reward": rew / n if n else 0.0,
+                        f"task/{name}/accuracy": ok / n if n else 0.0})
+    return out
+
+
+def _informative(r: Rollouts, metric: str, singletons: bool = True) -> list[int]:
+    """Indices of requests whose groups are not constant in ``metric`` (a group of one counts as informative
+    when ``singletons``, as DAPO keeps it)."""
     values = torch.tensor([s.components.get("correct", 0.0) for s in r.scores] if metric == "correct"
                           else r.rewards, dtype=torch.float64)
-    groups = torch.tensor([comp.group for comp in r.completions])
+    groups = torch.tensor([comp.group for comp in r.completions], dtype=torch.long)
     constant = group_constant(values, groups)
     sizes = torch.bincount(groups, minlength=len(r.requests))
-    return [g for g in range(len(r.requests)) if sizes[g] == 1 or not bool(constant[groups == g].any())]
+    return [g for g in range(len(r.requests)) if (sizes[g] == 1 and singletons)
+            or (sizes[g] > 1 and not bool(constant[groups == g].any()))]
 
 
 def _keep(r: Rollouts, groups: list[int], offset: int) -> Rollouts:
     remap = {g: offset + i for i, g in enumerate(groups)}
     idx = [i for i, comp in enumerate(r.completions) if comp.group in remap]
-    comps = []
-    for i in idx:
-        comp = r.completions[i]
-        comps.append(Completion(comp.example_id, comp.prompt_ids, comp.completion_ids, comp.logprobs,
-                                comp.finish_reason, comp.text, remap[comp.group]))
+    comps = [replace(r.completions[i], group=remap[r.completions[i].group]) for i in idx]
     return Rollouts([r.requests[g] for g in groups], comps, [r.scores[i] for i in idx],
                     [r.rewards[i] for i in idx], {})
 
@@ -96,32 +206,33 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
     """One step's rollouts; ``seed_for(round)`` gives each generation round's sampling seed."""
     want = cfg.rollout.prompts_per_step
     ds = cfg.algorithm.dynamic_sampling
-    first = _round(cfg, c, want, seed_for(0))
+    spent = _Spent()
+    first, reused = _round(cfg, c, want, seed_for(0), step, spent)
     if not ds.enabled:
-        first.metrics = {**_step_metrics(first.metrics), "rollout/rounds": 1.0,
-                         "rollout/completions_generated": float(len(first.completions))}
+        first.metrics = {**_step_metrics(spent.sums), "rollout/rounds": 1.0,
+                         "rollout/completions_generated": spent.sums["generated/n"],
+                         **_spend_metrics(c, first, spent, reused)}
         return first
-    parts, have, rounds, generated = [], 0, 0, 0
-    timing = {k: 0.0 for k in first.metrics}
+    parts, have, rounds, total_reused = [], 0, 0, reused
     current = first
     while True:
         rounds += 1
-        generated += len(current.completions)
-        for k in timing:
-            timing[k] += current.metrics[k]
         keep = _informative(current, ds.metric)[: want - have]
-        parts.append(_keep(current, keep, have))
+        part = _keep(current, keep, have)
+        parts.append(part)
         have += len(keep)
         if have >= want or rounds >= ds.max_rounds:
             break
-        current = _round(cfg, c, ds.batch_prompts or want, seed_for(rounds))
+        current, reused = _round(cfg, c, ds.batch_prompts or want, seed_for(rounds), step, spent)
+        total_reused += reused
     if have < want and ds.on_shortfall == "error":
         raise DynamicSamplingShortfall(
             f"dynamic sampling found {have} of {want} informative groups in {rounds} rounds "
             f"(algorithm.dynamic_sampling.max_rounds={ds.max_rounds})")
     out = Rollouts([r for p in parts for r in p.requests], [x for p in parts for x in p.completions],
                    [s for p in parts for s in p.scores], [x for p in parts for x in p.rewards], {})
-    out.metrics = {**_step_metrics(timing), "rollout/rounds": float(rounds),
-                   "rollout/completions_generated": float(generated), "rollout/informative_groups": float(have),
-                   "rollout/filled_frac": have / want}
+    out.metrics = {**_step_metrics(spent.sums), "rollout/rounds": float(rounds),
+                   "rollout/completions_generated": spent.sums["generated/n"],
+                   "rollout/informative_groups": float(have), "rollout/filled_frac": have / want,
+                   **_spend_metrics(c, out, spent, total_reused)}
     return out

@@ -19,19 +19,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlvr.config import RunConfig, dump_config, load_config
+from rlvr.config import RunConfig, dump_config, load_config, needs_reference
+from rlvr.optim import OPTIMIZERS
+from rlvr.train.algo_state import AlgorithmState
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.rollout.base import ENGINES
-from rlvr.sampling import FixedBudget, PromptStats, UniformSampler
+from rlvr.rollout.wrappers import base_engine, engine_state, load_engine_state, wrap_engine
+from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer
 from rlvr.train.kl_control import KLController
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from rlvr.train.logging import MetricsLog, ProgressDisplay, read_metrics
+from rlvr.train.logging import ProgressDisplay, open_metrics_log, read_metrics
 from rlvr.train.loop import Components, step_seed, train_loop
-from rlvr.train.plot import plot_run
+from rlvr.train.plot import eval_series, plot_run
 from rlvr.train.sft import sft
-from rlvr.eval.evaluate import evaluate
+from rlvr.eval.evaluate import evaluate, scalar_metrics
+from rlvr.eval.output import eval_path, write_eval
 
 __all__ = ["train", "resume", "build_task", "run_eval", "seed_everything", "pick_device", "make_run_dir"]
 
@@ -68,17 +72,23 @@ def build_task(cfg: RunConfig) -> Task:
     return TASKS.get(cfg.task.name).fn(cfg.task.params)
 
 
-def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0) -> dict[str, Any]:
+def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress=None) -> dict[str, Any]:
     e = cfg.eval
     return evaluate(engine, task, e.split, e.num_examples, e.samples, e.temperature,
                     cfg.rollout.max_new_tokens, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
-                    report_greedy=e.report_greedy)
+                    report_greedy=e.report_greedy, on_progress=on_progress)
+
+
+def _eval_at(cfg: RunConfig, engine, task: Task, run_dir: Path, step: int) -> dict[str, Any]:
+    """Evaluate, write ``RUN_DIR/eval/step_N.json`` (per-prompt records included), return it without them."""
+    result = run_eval(cfg, base_engine(engine), task)  # never through rollout wrappers (noise, hints)
+    write_eval({"step": step, **result}, eval_path(run_dir, step))
+    return {k: v for k, v in result.items() if k != "per_prompt"}
 
 
 def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
     o = cfg.optim
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=o.lr,
-                            betas=o.betas, weight_decay=o.weight_decay)
+    opt = OPTIMIZERS.get(o.optimizer.name).fn(model, o, o.optimizer.params)
     total = max(1, cfg.train.steps * cfg.algorithm.epochs * cfg.algorithm.minibatches)
 
     def lr_at(i: int) -> float:
@@ -94,13 +104,15 @@ def _components(cfg: RunConfig, model, tok, task: Task, device: torch.device, re
     model.to(device)
     engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.rollout.batch_size,
                                                 chat_template=cfg.model.chat_template)
+    engine = wrap_engine(engine, model, tok, cfg.rollout, cfg.model.chat_template)
     opt, sched = _optimizer(cfg, model)
+    sampler, allocator, stats = build_data(cfg, task)
     return Components(model=model, tokenizer=tok, task=task, engine=engine,
-                      sampler=UniformSampler(task.examples("train"), seed=cfg.seed),
-                      allocator=FixedBudget(cfg.rollout.group_size), stats=PromptStats(),
+                      sampler=sampler, allocator=allocator, stats=stats,
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
                       kl=KLController(cfg.algorithm.kl, cfg.train.steps),
-                      scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s))
+                      scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s),
+                      algo_state=AlgorithmState(cfg))
 
 
 def _accuracy_label(cfg: RunConfig) -> str:
@@ -113,13 +125,15 @@ def _info(m: dict[str, float]) -> str:
 
 
 def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dict[str, Any]) -> dict[str, Any]:
-    log = MetricsLog(run_dir / "metrics.jsonl", resume_step=start)
+    log = open_metrics_log(cfg, run_dir, resume_step=start)
     bar = ProgressDisplay("RL", cfg.train.steps, start)
     keep = cfg.train.keep_checkpoints
 
     def save(step: int) -> None:
         state = {"sampler": c.sampler.state_dict(), "allocator": c.allocator.state_dict(),
-                 "stats": c.stats.state_dict(), "kl": c.kl.state_dict(), **extra,
+                 "stats": c.stats.state_dict(), "kl": c.kl.state_dict(),
+                 "algorithm_state": c.algo_state.state_dict(), "task": c.task.state_dict(),
+                 "engine": engine_state(c.engine), **extra,
                  "rl_seconds": extra.get("rl_seconds", 0.0) + time.perf_counter() - t0}
         save_checkpoint(run_dir, step, c.model, c.tokenizer, c.optimizer, c.scheduler, state, keep)
 
@@ -127,8 +141,11 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
         log.write(step, m)
         bar.update(step, _info(m))
 
+    evals: dict[int, dict[str, Any]] = {}
+
     def ev(step: int) -> dict[str, Any]:
-        return run_eval(cfg, c.engine, c.task)
+        evals[step] = _eval_at(cfg, c.engine, c.task, run_dir, step)
+        return scalar_metrics(evals[step])
 
     t0 = time.perf_counter()
     try:
@@ -137,16 +154,10 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
         bar.close()
         log.close()
     rl_time = time.perf_counter() - t0
-    after = run_eval(cfg, c.engine, c.task)
+    after = evals.get(cfg.train.steps) or _eval_at(cfg, c.engine, c.task, run_dir, cfg.train.steps)
     metrics = read_metrics(run_dir / "metrics.jsonl")
     before = extra.get("eval_before")
-    series = {}
-    for key, label in (("accuracy", _accuracy_label(cfg)), ("greedy_accuracy", "greedy")):
-        pts = [(0, before[key])] if before and key in before else []
-        pts += [(m["step"], m[f"eval/{key}"]) for m in metrics if f"eval/{key}" in m]
-        pts += [(cfg.train.steps, after[key])] if key in after else []
-        series[label] = pts
-    plot_run(metrics, run_dir / "plot.png", series)
+    plot_run(metrics, run_dir / "plot.png", eval_series(metrics, before, after, cfg.train.steps, _accuracy_label(cfg)))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     summary = {
         "run_dir": str(run_dir), "steps": cfg.train.steps, "seed": cfg.seed,
@@ -181,13 +192,13 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         extra["sft_seconds"] = time.perf_counter() - t0
         extra["sft_final_loss"] = losses[-1]
     ref = None
-    if cfg.algorithm.kl.coef > 0:
+    if needs_reference(cfg):
         model.save_pretrained(run_dir / "reference", safe_serialization=True)
         tok.save_pretrained(run_dir / "reference")
         ref = copy.deepcopy(model).eval().requires_grad_(False)
     seed_everything(cfg.seed)
     c = _components(cfg, model, tok, task, device, ref)
-    extra["eval_before"] = run_eval(cfg, c.engine, task)
+    extra["eval_before"] = _eval_at(cfg, c.engine, task, run_dir, 0)
     return _run_rl(cfg, run_dir, c, 0, extra)
 
 
@@ -202,7 +213,7 @@ def resume(path: str | Path, overrides: list[str] | None = None) -> dict[str, An
     model, tok = load_model(ModelConfig(path=str(ckpt / "model"), dtype=cfg.model.dtype))
     task = build_task(cfg)
     ref = None
-    if cfg.algorithm.kl.coef > 0:
+    if needs_reference(cfg):
         ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype))
         ref = ref.to(device).eval().requires_grad_(False)
     c = _components(cfg, model, tok, task, device, ref)
@@ -211,6 +222,9 @@ def resume(path: str | Path, overrides: list[str] | None = None) -> dict[str, An
     c.allocator.load_state_dict(state["allocator"])
     c.stats.load_state_dict(state["stats"])
     c.kl.load_state_dict(state["kl"])
+    c.algo_state.load_state_dict(state.get("algorithm_state", {}))
+    c.task.load_state_dict(state.get("task", {}))
+    load_engine_state(c.engine, state.get("engine", {}))
     extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds") if k in state}
     return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
 
@@ -225,8 +239,8 @@ def _resolve_model_dir(path: str | Path) -> Path:
     return latest_checkpoint(path) / "model"
 
 
-def eval_model(cfg: RunConfig, model_path: str | Path | None = None) -> dict[str, Any]:
-    """Evaluate ``model_path`` (or the config's model) on the task's eval split."""
+def eval_model(cfg: RunConfig, model_path: str | Path | None = None, on_progress=None) -> dict[str, Any]:
+    """Evaluate ``model_path`` (or the config's model) on the task's eval split (per-prompt records included)."""
     seed_everything(cfg.seed)
     mcfg = cfg.model if model_path is None else ModelConfig(path=str(_resolve_model_dir(model_path)),
                                                              dtype=cfg.model.dtype,
@@ -237,7 +251,7 @@ def eval_model(cfg: RunConfig, model_path: str | Path | None = None) -> dict[str
     engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.eval.batch_size,
                                                 chat_template=cfg.model.chat_template)
     return {"model": str(model_path or cfg.model.path or "tiny"), "task": cfg.task.name,
-            **run_eval(cfg, engine, task)}
+            **run_eval(cfg, engine, task, on_progress=on_progress)}
 
 
 def run_sft(cfg: RunConfig) -> dict[str, Any]:
@@ -265,6 +279,6 @@ def run_sft(cfg: RunConfig) -> dict[str, Any]:
     engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.eval.batch_size,
                                                 chat_template=cfg.model.chat_template)
     result = {"model_dir": str(out / "model"), "steps": cfg.sft.steps, "final_loss": losses[-1],
-              "seconds": time.perf_counter() - t0, "eval": run_eval(cfg, engine, task)}
+              "seconds": time.perf_counter() - t0, "eval": {k: v for k, v in run_eval(cfg, engine, task).items() if k != "per_prompt"}}
     (out / "sft.json").write_text(json.dumps(result, indent=2))
     return result

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
-from rlvr.algorithms.registry import (AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES, AggregationInputs,
-                                     CorrectionInputs, ObjectiveInputs, aggregate)
+from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES,
+                                     AggregationInputs, CorrectionInputs, ObjectiveInputs, aggregate, call)
 from rlvr.config import AlgorithmConfig
 from rlvr.core.batch import RolloutBatch
 from rlvr.models.logprobs import completion_logprobs
@@ -35,6 +36,13 @@ class UpdateSettings:
     max_grad_norm: float | None
     kl_coef: float = 0.0  # this step's coefficient of the KL term in the loss (0 when KL sits in the reward)
     max_new_tokens: int | None = None  # default constant normaliser for aggregations that need one
+    step: int = 0  # the RL step (for components with schedules)
+    total_steps: int = 1
+    objective_state: Any = None  # the objective's explicit state, when it keeps one
+
+    @property
+    def whole_groups(self) -> bool:
+        return "whole_groups" in OBJECTIVES.get(self.algorithm.objective.name).needs
 
 
 def needs_old_logp(alg: AlgorithmConfig) -> bool:
@@ -70,15 +78,28 @@ class _Meter:
         return out
 
 
-def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter) -> torch.Tensor:
+def _clip_rule(alg: AlgorithmConfig):
+    entry = CLIP_RULES.get(alg.clip.name)
+    return lambda inputs: entry.fn(inputs, alg.clip.params)
+
+
+def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n_rows: int,
+                n_groups: int, minibatch: AggregationInputs | None = None) -> torch.Tensor:
     alg = s.algorithm
     logp, entropy = completion_logprobs(model, micro, s.temperature, s.chunk_tokens, with_entropy=True)
     mask = micro.completion_mask
     old = micro.old_logp if micro.old_logp is not None else logp.detach()
-    obj = OBJECTIVES.get(alg.objective.name).fn
-    inputs = ObjectiveInputs(logp, old, micro.advantages, mask, micro.behaviour_logp, entropy)
-    loss_tok, metrics = obj(inputs, alg.objective.params)
-    if micro.behaviour_logp is not None:
+    inputs = ObjectiveInputs(logp, old, micro.advantages, mask, micro.behaviour_logp, entropy,
+                             rewards=micro.rewards, group_index=micro.group_index, ref_logp=micro.ref_logp,
+                             extras=micro.extras, clip=_clip_rule(alg), n_rows=n_rows, n_groups=n_groups,
+                             step=s.step, total_steps=s.total_steps, minibatch=minibatch)
+    loss_tok, metrics = call(OBJECTIVES.get(alg.objective.name), inputs, alg.objective.params, s.objective_state)
+    if loss_tok.dim() == 0:  # the objective reduced its loss itself (its share of the minibatch loss)
+        loss = loss_tok
+        loss_tok = torch.zeros_like(logp)
+    else:
+        loss = None
+    if micro.behaviour_logp is not None and loss is None:
         corr = CORRECTIONS.get(alg.correction.name).fn(CorrectionInputs(old, micro.behaviour_logp, mask),
                                                         alg.correction.params)
         loss_tok = loss_tok * corr[0].detach()
@@ -88,7 +109,7 @@ def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter) ->
         meter.tokens("kl", kl, mask)
         if s.kl_coef > 0:
             loss_tok = loss_tok + s.kl_coef * kl
-    loss = aggregate(micro.loss_coef, loss_tok, mask)
+    loss = aggregate(micro.loss_coef, loss_tok, mask) + (loss if loss is not None else 0.0)
     meter.tokens("entropy", entropy, mask)
     if micro.old_logp is not None:  # how far this step's updates moved the policy (a metric, no gradient)
         meter.tokens("kl_old", KL_ESTIMATORS.get("k3").fn(logp.detach(), micro.old_logp), mask)
@@ -108,12 +129,14 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     model.train()
     for _ in range(alg.epochs):
         shuffle = generator if alg.minibatches > 1 else None
-        for mb in batch.minibatches(alg.minibatches, shuffle):
+        for mb in batch.minibatches(alg.minibatches, shuffle, s.whole_groups):
             mb = with_loss_coef(mb, alg, s.max_new_tokens)
+            n_groups = int(torch.unique(mb.group_index).numel())
+            whole = AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages, s.max_new_tokens)
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
-            for micro in mb.micro_batches(s.micro_batch_size):
-                loss = _micro_loss(model, micro, s, meter)
+            for micro in mb.micro_batches(s.micro_batch_size, s.whole_groups):
+                loss = _micro_loss(model, micro, s, meter, mb.size, n_groups, whole)
                 loss.backward()
                 total += float(loss.detach())
             if not torch.isfinite(torch.tensor(total)):

@@ -29,7 +29,9 @@ optional EMA state. For a prompt with G rollouts (:class:`PolicyAwareRubric`)::
     training R_i = sum_c w_c s_{i,c} / sum_c w_c ;  evaluation R_i = sum_c h_c s_{i,c} / sum_c h_c
 
 The EMA state also records each criterion's pass-rate EMA (how often the policy already satisfies it);
-``state_dict`` / ``load_state_dict`` checkpoint it.
+``state_dict`` / ``load_state_dict`` checkpoint it. Training uses POW3R through the ``rubric`` task
+(``weighting: pow3r``, :mod:`rlvr.tasks.rubric_task`): its ``Task.score_group`` hook passes each prompt's group
+to :meth:`PolicyAwareRubric.rewards_from_rows` with the criterion scores ``score`` already computed.
 """
 
 from __future__ import annotations
@@ -193,9 +195,18 @@ class PolicyAwareRubric:
         return pow3r_weights([c.weight for c in crits], [c.category for c in crits], contrast, self.eps, self.gamma)
 
     def group_rewards(self, example: Example, texts: Sequence[str]) -> list[Score]:
-        """Training rewards for the G completions of one prompt; components carry the evaluation reward."""
+        """Training rewards for the G completions of one prompt; components carry the evaluation reward.
+
+        A completion longer than ``MAX_RUBRIC_CHARS`` fails every criterion, as :class:`RubricVerifier` scores it.
+        """
         crits = parse_rubric(example.meta.get("rubric") or [])
-        scores = [[criterion_score(t[:MAX_RUBRIC_CHARS], c) for c in crits] for t in texts]
+        rows = [[criterion_score(t, c) for c in crits] if len(t) <= MAX_RUBRIC_CHARS else [0.0] * len(crits)
+                for t in texts]
+        return self.rewards_from_rows(example, crits, rows)
+
+    def rewards_from_rows(self, example: Example, crits: Sequence[Criterion],
+                          scores: Sequence[Sequence[float]]) -> list[Score]:
+        """Training rewards from criterion scores already computed (``scores[i][c]``); updates the EMA state."""
         w = self.weights(crits, scores, prefix=f"{example.id}/")
         human = [c.weight for c in crits]
         out = []

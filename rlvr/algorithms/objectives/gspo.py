@@ -50,17 +50,21 @@ def masked_seq_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return total / valid.sum(-1).clamp(min=1).to(x.dtype)
 
 
-@OBJECTIVES.register("gspo", GSPOParams)
+@OBJECTIVES.register("gspo", GSPOParams, needs=("clip_rule",))
 def gspo(inp: ObjectiveInputs, p: GSPOParams) -> ObjectiveOutput:
     """GSPO sequence-ratio clipped surrogate (use with seq_mean_token_mean)."""
     log_s = masked_seq_mean(inp.logp - inp.old_logp, inp.mask).clamp(max=p.log_ratio_clamp)
     s = torch.exp(log_s)  # [N]
     adv = masked_seq_mean(inp.advantages.to(s.dtype), inp.mask)  # [N]
-    l1 = -adv * s
-    l2 = -adv * s.clamp(1.0 - p.clip_low, 1.0 + p.clip_high)
-    seq_loss = torch.maximum(l1, l2)  # [N]
     shape = inp.logp.shape
+    b = inp.ratio_bounds(p.clip_low, p.clip_high, s[:, None].expand(shape))
+    low, high = (x[:, 0] if isinstance(x, torch.Tensor) else x for x in (b.low, b.high))  # one per sequence
+    l1 = -adv * s
+    l2 = -adv * torch.clamp(s, low, high)
+    seq_loss = torch.maximum(l1, l2)  # [N]
     loss = seq_loss[:, None].expand(shape)  # each token carries its sequence's loss; see the docstring
+    if b.keep is not None:
+        loss = loss * b.keep
     metrics = {"clip_frac": (l2 > l1).float()[:, None].expand(shape).detach(),
                "ratio": s.detach()[:, None].expand(shape)}
     return loss, metrics

@@ -27,14 +27,17 @@ from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutpu
 __all__ = ["gspo_token"]
 
 
-@OBJECTIVES.register("gspo_token", GSPOParams)
+@OBJECTIVES.register("gspo_token", GSPOParams, needs=("clip_rule",))
 def gspo_token(inp: ObjectiveInputs, p: GSPOParams) -> ObjectiveOutput:
     """GSPO-token: sequence ratio with per-token advantages and per-token gradients."""
     log_s = masked_seq_mean(inp.logp - inp.old_logp, inp.mask).detach()  # [N]
     log_ratio = (inp.logp - inp.logp.detach() + log_s[:, None]).clamp(max=p.log_ratio_clamp)
     ratio = torch.exp(log_ratio)
     adv = inp.advantages
+    b = inp.ratio_bounds(p.clip_low, p.clip_high, ratio)
     l1 = -adv * ratio
-    l2 = -adv * ratio.clamp(1.0 - p.clip_low, 1.0 + p.clip_high)
+    l2 = -adv * torch.clamp(ratio, b.low, b.high)
     loss = torch.maximum(l1, l2)
+    if b.keep is not None:
+        loss = loss * b.keep
     return loss, {"clip_frac": (l2 > l1).float().detach(), "ratio": ratio.detach()}

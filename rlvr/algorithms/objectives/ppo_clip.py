@@ -5,7 +5,7 @@ arXiv:2503.14476); dual clip from Ye et al. 2019 (arXiv:1912.09729). Per token, 
 rho = exp(clamp(logp - old_logp, -20, 20)):
 
     l1 = -A * rho
-    l2 = -A * clip(rho, 1 - clip_low, 1 + clip_high)
+    l2 = -A * clip(rho, 1 - clip_low, 1 + clip_high)     # or the run's clip rule's bounds (algorithm.clip)
     l  = max(l1, l2)                          # = -min(rho A, clip(rho) A)
     if dual_clip c is set and A < 0:  l = min(l, -A c)
 
@@ -37,16 +37,19 @@ class PPOClipParams(Params):
         return self
 
 
-@OBJECTIVES.register("ppo_clip", PPOClipParams)
+@OBJECTIVES.register("ppo_clip", PPOClipParams, needs=("clip_rule",))
 def ppo_clip(inp: ObjectiveInputs, p: PPOClipParams) -> ObjectiveOutput:
     """PPO clipped surrogate with separate low/high bounds and optional dual clip."""
     adv = inp.advantages
     log_ratio = (inp.logp - inp.old_logp).clamp(-p.log_ratio_clamp, p.log_ratio_clamp)
     ratio = torch.exp(log_ratio)
+    b = inp.ratio_bounds(p.clip_low, p.clip_high, ratio)
     l1 = -adv * ratio
-    l2 = -adv * ratio.clamp(1.0 - p.clip_low, 1.0 + p.clip_high)
+    l2 = -adv * torch.clamp(ratio, b.low, b.high)
     loss = torch.maximum(l1, l2)
     clipped = (l2 > l1).float()
+    if b.keep is not None:  # the clip rule also dropped some tokens from the update
+        loss = loss * b.keep
     dual = torch.zeros_like(loss)
     if p.dual_clip is not None:
         cap = -adv * p.dual_clip

@@ -1,0 +1,60 @@
+"""f-GRPO: a variational f-divergence estimate between the above-average (aligned) and below-average
+(unaligned) completions of a group, with the policy-vs-reference log-ratio as the critic.
+
+Haldar et al., "f-GRPO and Beyond: Divergence-Based RL Algorithms for General LLM Alignment",
+arXiv:2602.05946. RECONSTRUCTED from the abstract (METHODS-objectives.md C7): the critic link (identity), the
+sequence log-ratio and beta are our reading. Per group, with Ā_i the row's mean advantage, P = {Ā > 0},
+Q = {Ā < 0}:
+
+    T_i  = beta sum_t M (logp - ref_logp)                        (critic: scaled sequence log-ratio to pi_ref)
+    L_g  = -[ sum_{i in P} |Ā_i| T_i / sum_P |Ā|  -  sum_{i in Q} |Ā_i| f*(T_i) / sum_Q |Ā| ]   (an empty side: 0)
+    f*(t) = exp(t - 1)   (divergence "kl")   |   t + t^2 / 4   (divergence "pearson", chi^2)
+    loss = sum_g L_g / #groups of the minibatch
+
+Needs reference log-probs (a reference model is loaded even with kl.coef 0). Returns the micro-batch's 0-dim
+share of the minibatch loss. Metrics: ``critic`` (T).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from rlvr.algorithms.objectives.common import group_count, groups, masked_seq_mean, masked_seq_sum, require
+from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.registry import Params
+
+__all__ = ["FGRPOParams", "f_grpo", "CONJUGATES"]
+
+CONJUGATES = {
+    "kl": lambda t: torch.exp(t - 1.0),
+    "pearson": lambda t: t + t * t / 4.0,
+}
+
+
+class FGRPOParams(Params):
+    divergence: Literal["kl", "pearson"] = Field("kl", description="f-divergence: its convex conjugate f* is used "
+                                                                   "on the below-average side")
+    beta: float = Field(0.1, gt=0.0, description="scale of the critic T = beta x sequence log-ratio to the reference")
+
+
+@OBJECTIVES.register("f_grpo", FGRPOParams, needs=("ref_logp", "whole_groups"))
+def f_grpo(inp: ObjectiveInputs, p: FGRPOParams) -> ObjectiveOutput:
+    """f-GRPO (reconstructed): variational f-divergence between above- and below-average completions."""
+    gi = require(inp.group_index, "group ids (ObjectiveInputs.group_index)", "f_grpo")
+    ref = require(inp.ref_logp, "reference log-probs (the 'ref_logp' extra)", "f_grpo")
+    crit = p.beta * masked_seq_sum(inp.logp - ref, inp.mask)
+    adv = masked_seq_mean(inp.advantages.to(crit.dtype), inp.mask)
+    conj = CONJUGATES[p.divergence]
+    total = crit.sum() * 0.0
+    for rows in groups(gi):
+        a, t = adv[rows], crit[rows]
+        pos, neg = a > 0, a < 0
+        if pos.any():
+            total = total - (a[pos] * t[pos]).sum() / a[pos].sum()
+        if neg.any():
+            total = total + (a[neg].abs() * conj(t[neg])).sum() / a[neg].abs().sum()
+    loss = total / group_count(inp)
+    return loss, {"critic": crit.detach()[:, None].expand(inp.logp.shape)}

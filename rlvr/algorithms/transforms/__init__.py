@@ -1,0 +1,15 @@
+"""Reward transforms and advantage transforms; one file per method.
+
+- Reward transforms, ``(TransformInputs, params[, state]) -> (rewards [N], metrics)``, run in the order
+  listed in ``algorithm.reward_transforms`` on the scored rewards, before the advantage estimator
+  (verifier-noise corrections, confidence rewards for wrong answers, exploration bonuses, Lagrangian terms).
+- Advantage transforms, ``(TransformInputs, params[, state]) -> (advantages [N, T], metrics)``, run in the
+  order listed in ``algorithm.advantage_transforms`` on the estimator's output (question weighting, focal
+  scaling, history-aware reweighting, per-token weights such as teacher-contrast credit). A positive
+  per-token weight on the advantage equals the same weight on the clipped per-token loss, so token weights
+  live here too.
+"""
+
+from rlvr.algorithms.transforms import cepo, grpo_sg, rlrt, ucas  # noqa: F401,E402  (registration)
+from rlvr.algorithms.transforms import cde, dqw, fgrpo, focal, ha_dw, lens  # noqa: F401,E402  (registration)
+from rlvr.algorithms.transforms import mcpo_weight, noise, pair_weight  # noqa: F401,E402

@@ -1,0 +1,168 @@
+"""``rlvr compare``: several methods x several seeds on one task with the same rollout budget, resumable.
+
+Every (variant, seed) is an ordinary run directory, ``OUT/runs/<variant>/seed<k>``, made by
+:func:`rlvr.train.run.train` and continued by :func:`rlvr.train.run.resume`. Rerunning the same command
+skips finished runs, resumes interrupted ones from their newest checkpoint, and starts the rest, so a
+comparison stopped with Ctrl-C continues where it stopped. ``OUT/compare.json`` records the plan; a
+different plan in the same directory is refused rather than mixed in.
+
+A variant is a recipe (``--recipe grpo``) or a YAML file (``--variant my.yaml``), on top of an optional
+shared config file and the shared ``--set`` overrides. Same budget means the same
+``prompts_per_step x group_size x steps`` completions for every variant (dynamic sampling may generate
+more; the report counts what was generated); a mismatch is refused unless explicitly allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from rlvr.config import RunConfig, load_config
+
+__all__ = ["Variant", "make_variants", "variant_config", "rollout_budget", "check_budgets", "run_status",
+           "run_compare", "run_dir_of", "CompareError"]
+
+Event = Callable[[str, str, int, Path], None]
+
+
+class CompareError(ValueError):
+    """A comparison that cannot run as asked (bad variants, budgets that differ, a different plan in OUT)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    recipe: str | None = None
+    config: str | None = None  # YAML file of the variant
+
+
+def make_variants(recipes: list[str] | None, configs: list[str | Path] | None) -> list[Variant]:
+    """Variants named by recipe or by YAML file stem, in the order given (the first is the baseline)."""
+    variants = [Variant(r, recipe=r) for r in recipes or []]
+    variants += [Variant(Path(c).stem, config=str(Path(c).resolve())) for c in configs or []]
+    names = [v.name for v in variants]
+    if len(variants) < 2:
+        raise CompareError("a comparison needs at least two variants (--recipe NAME or --variant FILE.yaml)")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise CompareError(f"variant names must differ; repeated: {', '.join(dup)} (rename a YAML file)")
+    return variants
+
+
+def run_dir_of(out: Path, variant: Variant, seed: int) -> Path:
+    return Path(out) / "runs" / variant.name / f"seed{seed}"
+
+
+def variant_config(v: Variant, seed: int, out: Path, base: str | Path | None = None,
+                   overrides: list[str] | None = None) -> RunConfig:
+    """The run config of ``v`` at ``seed``: recipe (or shared base, then the variant's YAML), then overrides."""
+    sets = list(overrides or []) + [f"seed={seed}", f"out={run_dir_of(out, v, seed)}"]
+    if v.config is not None:
+        base_raw = yaml.safe_load(Path(base).read_text()) if base else None
+        return load_config(v.config, sets, base=base_raw)
+    return load_config(base, sets, recipe=v.recipe)
+
+
+def rollout_budget(cfg: RunConfig) -> int:
+    """Completions the run trains on: prompts per step x group size x steps."""
+    return cfg.rollout.prompts_per_step * cfg.rollout.group_size * cfg.train.steps
+
+
+def check_budgets(cfgs: dict[str, RunConfig], allow_mismatch: bool = False) -> list[str]:
+    """Warnings about budgets, task or eval settings that differ; raises on a budget mismatch unless allowed."""
+    budgets = {n: (c.rollout.prompts_per_step, c.rollout.group_size, c.train.steps) for n, c in cfgs.items()}
+    msgs = []
+    if len(set(budgets.values())) > 1:
+        detail = "; ".join(f"{n}: {p} prompts x {g} completions x {s} steps" for n, (p, g, s) in budgets.items())
+        if not allow_mismatch:
+            raise CompareError(f"rollout budgets differ ({detail}); make them equal or pass --allow-budget-mismatch")
+        msgs.append(f"rollout budgets differ: {detail}")
+    for what, get in (("task", lambda c: c.task.to_dict()), ("eval", lambda c: c.eval.model_dump()),
+                      ("model", lambda c: c.model.model_dump())):
+        if len({json.dumps(get(c), sort_keys=True) for c in cfgs.values()}) > 1:
+            msgs.append(f"the variants use different {what} settings: results are not comparable")
+    return msgs
+
+
+def _comparable(cfg: RunConfig) -> dict[str, Any]:
+    d = cfg.model_dump(mode="json")
+    d.pop("out", None)
+    d["train"].pop("steps", None)
+    return d
+
+
+def run_status(run_dir: Path, cfg: RunConfig) -> str:
+    """``done``, ``resume`` (a checkpoint exists) or ``fresh``; refuses a run directory with another config."""
+    from rlvr.train.checkpoint import latest_checkpoint
+
+    if not (run_dir / "config.yaml").is_file():
+        return "fresh"
+    try:
+        ckpt = latest_checkpoint(run_dir)
+    except FileNotFoundError:
+        return "fresh"
+    have = load_config(run_dir / "config.yaml")
+    if _comparable(have) != _comparable(cfg):
+        raise CompareError(f"{run_dir} was made with a different config than this comparison asks for; "
+                           f"choose another --out")
+    step = int(ckpt.name.split("_")[-1])
+    summary = run_dir / "summary.json"
+    if step >= cfg.train.steps and have.train.steps == cfg.train.steps and summary.is_file() \
+            and json.loads(summary.read_text()).get("steps") == cfg.train.steps:
+        return "done"
+    return "resume"
+
+
+def _plan(variants: list[Variant], seeds: list[int], base, overrides) -> dict[str, Any]:
+    return {"variants": [asdict(v) for v in variants], "seeds": list(seeds),
+            "base": str(Path(base).resolve()) if base else None, "overrides": list(overrides or [])}
+
+
+def _check_plan(out: Path, plan: dict[str, Any]) -> None:
+    path = out / "compare.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        if {k: old.get(k) for k in plan} != plan:
+            raise CompareError(f"{out} holds a different comparison ({path}); rerun it with the same arguments "
+                               f"to continue it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan, indent=2))
+
+
+def run_compare(variants: list[Variant], seeds: list[int], out: str | Path, base: str | Path | None = None,
+                overrides: list[str] | None = None, allow_budget_mismatch: bool = False,
+                on_event: Event | None = None) -> dict[str, Any]:
+    """Run (or continue) every variant x seed, then write ``OUT/report.html`` and ``OUT/results.json``.
+
+    Seeds are the outer loop, so an interrupted comparison has every method at the same number of seeds
+    as far as possible. ``on_event(kind, variant, seed, run_dir)`` is called with ``skip``, ``resume``,
+    ``start`` and ``done``.
+    """
+    from rlvr.compare.report import write_report
+    from rlvr.train.run import resume, train
+
+    out = Path(out)
+    if not seeds:
+        raise CompareError("no seeds given")
+    cfgs = {(v.name, s): variant_config(v, s, out, base, overrides) for v in variants for s in seeds}
+    warnings = check_budgets({v.name: cfgs[(v.name, seeds[0])] for v in variants}, allow_budget_mismatch)
+    _check_plan(out, _plan(variants, seeds, base, overrides))
+    note = on_event or (lambda *a: None)
+    for seed in seeds:
+        for v in variants:
+            cfg, run_dir = cfgs[(v.name, seed)], run_dir_of(out, v, seed)
+            status = run_status(run_dir, cfg)
+            if status == "done":
+                note("skip", v.name, seed, run_dir)
+                continue
+            note(status if status == "resume" else "start", v.name, seed, run_dir)
+            if status == "resume":
+                resume(run_dir, [f"train.steps={cfg.train.steps}"])
+            else:
+                train(cfg)
+            note("done", v.name, seed, run_dir)
+    return write_report(out, variants, seeds, warnings)

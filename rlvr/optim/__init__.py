@@ -1,0 +1,11 @@
+"""Optimizers chosen by ``optim.optimizer``: ``(model, optim_config, params) -> torch.optim.Optimizer``.
+
+``lr``, ``weight_decay``, ``betas`` and the schedule live in ``optim``; an optimizer's own settings
+(momentum, Newton-Schulz steps, ...) are its params. Optimizer state is saved in checkpoints like AdamW's.
+"""
+
+from rlvr.optim.registry import OPTIMIZERS, trainable  # noqa: F401
+from rlvr.optim import adamw  # noqa: F401  (registration)
+from rlvr.optim import muon, pion  # noqa: F401  (registration)
+
+__all__ = ["OPTIMIZERS", "trainable"]

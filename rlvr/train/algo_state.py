@@ -1,0 +1,48 @@
+"""The explicit state of stateful algorithm components, saved in and restored from checkpoints.
+
+A component registered with ``state=factory`` (a history anchor, a learned probe, dual variables, a
+schedule's progress) gets ``factory(params)`` once per run; the object is passed to each call and must have
+``state_dict() -> JSON-able dict`` and ``load_state_dict(dict)``. States are keyed by the component's config
+path (``algorithm.advantage_transforms.1``), so two instances of one method keep separate state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.config import RunConfig, configured_components
+
+__all__ = ["AlgorithmState", "DictState"]
+
+
+class DictState(dict):
+    """A plain JSON-able dict as a component state (for components whose state is a few numbers/lists)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.clear()
+        self.update(state)
+
+
+class AlgorithmState:
+    def __init__(self, cfg: RunConfig):
+        self.states: dict[str, Any] = {}
+        for path, registry, comp in configured_components(cfg):
+            entry = registry.get(comp.name)
+            if entry.state is not None:
+                self.states[path] = entry.state(comp.params)
+
+    def get(self, path: str) -> Any:
+        return self.states.get(path)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {path: st.state_dict() for path, st in self.states.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if set(state) != set(self.states):
+            raise ValueError(f"checkpoint holds algorithm state for {sorted(state)}, the run's config has "
+                             f"stateful components {sorted(self.states)}: the algorithm changed since the checkpoint")
+        for path, st in state.items():
+            self.states[path].load_state_dict(st)

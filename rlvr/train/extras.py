@@ -1,0 +1,164 @@
+"""Extra per-batch tensors that components request with ``needs=`` (the batch contract for extra passes).
+
+The loop computes the union of what the run's configured components ask for, once per step, after the
+rewards are known and before advantages: so an advantage, a transform or an objective can read e.g. the
+self-certainty of every token or the log-probs under a teacher context, and the loop never branches on a
+method's name. Everything here runs without gradients; names and shapes are listed in
+:data:`rlvr.algorithms.registry.EXTRAS`.
+
+Costs: ``old_logp`` one policy forward; ``ref_logp`` one reference forward; ``entropy``,
+``self_certainty``, ``chosen_logit`` and ``hidden`` share one policy forward that keeps full-vocabulary
+logits per chunk of tokens; ``teacher_logp`` and ``neg_teacher_logp`` one policy forward each over
+prompt + hint + completion; ``segment_end`` decodes each distinct completion token once (no model pass).
+
+Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
+divided by the rollout temperature for entropy and self-certainty; ``chosen_logit`` is before temperature.
+``hidden`` pools the last hidden states at the completion tokens' own positions (the last one has read the
+whole completion). The negative teacher's hint is the rejected completion's answer as CEPO's code takes it:
+the content of its last ``\\boxed{...}``, else its first 50 characters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+import torch
+
+from rlvr.algorithms.registry import EXTRAS, FLAGS
+from rlvr.core.batch import RolloutBatch, build_batch
+from rlvr.core.types import Completion, Example
+
+__all__ = ["compute_extras", "token_statistics", "teacher_completions", "rejected_answer", "segment_ends",
+           "SEGMENT_DELIMITERS"]
+
+_STATS = ("entropy", "self_certainty", "chosen_logit", "hidden")
+
+
+@torch.no_grad()
+def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch_size: int,
+                     chunk_tokens: int, wanted: Sequence[str]) -> dict[str, torch.Tensor]:
+    """Entropy, self-certainty and raw chosen logit per token, and mean-pooled hidden states per row."""
+    n, t = batch.completion_mask.shape
+    out = {k: torch.zeros(n, t) for k in wanted if k != "hidden"}
+    trunk = getattr(model, model.base_model_prefix)
+    head = model.get_output_embeddings()
+    softcap = getattr(model.config, "final_logit_softcapping", None)
+    for start in range(0, n, micro_batch_size):
+        idx = torch.arange(start, min(start + micro_batch_size, n))
+        mb = batch.select(idx).trim()
+        h = trunk(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+                  use_cache=False).last_hidden_state
+        p, tm = mb.prompt_len, mb.completion_mask.shape[1]
+        hid = h[:, p - 1: p + tm - 1]  # position j predicts token j + 1
+        sel = mb.completion_mask.bool()
+        if "hidden" in wanted:
+            m = mb.completion_mask[..., None].to(h.dtype)
+            pooled = (h[:, p: p + tm] * m).sum(1) / m.sum(1).clamp(min=1)
+            out.setdefault("hidden", torch.zeros(n, pooled.shape[-1]))[idx] = pooled.float().cpu()
+        flat_h, flat_t = hid[sel], mb.input_ids[:, p: p + tm][sel]
+        vals: dict[str, list[torch.Tensor]] = {k: [] for k in wanted if k != "hidden"}
+        for s in range(0, flat_h.shape[0], chunk_tokens):
+            z = head(flat_h[s: s + chunk_tokens]).float()
+            if softcap:
+                z = torch.tanh(z / softcap) * softcap
+            tgt = flat_t[s: s + chunk_tokens]
+            zt = z / temperature if temperature != 1.0 else z
+            if "chosen_logit" in vals:
+                vals["chosen_logit"].append(z.gather(-1, tgt[:, None]).squeeze(-1))
+            if "self_certainty" in vals:
+                vals["self_certainty"].append(torch.logsumexp(zt, -1) - zt.mean(-1))
+            if "entropy" in vals:
+                logsm = torch.log_softmax(zt, -1)
+                vals["entropy"].append(-(logsm.exp() * logsm).sum(-1))
+        for k, parts in vals.items():
+            full = torch.zeros(sel.shape)
+            if parts:
+                full[sel.cpu()] = torch.cat(parts).cpu()
+            out[k][idx, : full.shape[1]] = full
+    return out
+
+
+SEGMENT_DELIMITERS = ",.;:!?\uff0c\u3002\uff1b\uff1a\uff01\uff1f"  # ASCII and full-width sub-sentence ends
+
+
+def segment_ends(batch: RolloutBatch, tokenizer) -> torch.Tensor:
+    """``[N, T]`` 1.0 at completion tokens whose text ends a sub-sentence: it ends (trailing spaces aside) in
+    one of :data:`SEGMENT_DELIMITERS` or holds a newline. Each distinct token id is decoded once."""
+    ids = batch.input_ids[:, batch.prompt_len: batch.prompt_len + batch.completion_mask.shape[1]].cpu().contiguous()
+    uniq = torch.unique(ids)
+    flags = []
+    for u in uniq.tolist():
+        text = tokenizer.decode([u])
+        flags.append("\n" in text or text.rstrip(" \t").endswith(tuple(SEGMENT_DELIMITERS)))
+    ends = torch.tensor(flags, dtype=torch.float32)[torch.searchsorted(uniq, ids)]
+    return ends * (batch.completion_mask.cpu() > 0)
+
+
+def rejected_answer(text: str) -> str:
+    """The content of the last ``\\boxed{...}`` in ``text`` (braces balanced), else its first 50 characters."""
+    start = text.rfind("\\boxed{")
+    if start >= 0:
+        depth, i = 1, start + len("\\boxed{")
+        for j in range(i, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                return text[i:j].strip()
+    return text[:50].strip()
+
+
+def teacher_completions(completions: Sequence[Completion], examples: Sequence[Example], rewards: torch.Tensor,
+                        tokenizer, hint: str, negative: bool) -> list[Completion]:
+    """Copies of ``completions`` whose prompts carry a hint: the gold answer, or (``negative``) the answer of
+    the lowest-reward completion of the same group when it scored below 0.5 (else the gold answer); that
+    answer is :func:`rejected_answer` of its text (the gold answer if empty).
+
+    The hint tokens go after the prompt (after any chat template), before the completion, which is unchanged.
+    """
+    worst: dict[int, int] = {}
+    for i, comp in enumerate(completions):
+        g = comp.group
+        if float(rewards[i]) < 0.5 and (g not in worst or float(rewards[i]) < float(rewards[worst[g]])):
+            worst[g] = i
+    out = []
+    for i, comp in enumerate(completions):
+        answer = examples[i].answer
+        if negative and comp.group in worst:
+            answer = rejected_answer(completions[worst[comp.group]].text) or answer
+        hint_ids = tokenizer.encode(hint.format(answer=answer), add_special_tokens=False)
+        out.append(replace(comp, prompt_ids=list(comp.prompt_ids) + list(hint_ids)))
+    return out
+
+
+def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, completions: Sequence[Completion],
+                   examples: Sequence[Example], hint: str) -> dict[str, torch.Tensor]:
+    """The requested extras for ``batch`` (rows in the order of ``completions``), on the CPU."""
+    from rlvr.train.update import batch_logprobs
+
+    unknown = needs - set(EXTRAS)
+    if unknown:
+        raise ValueError(f"unknown extras requested: {sorted(unknown)}; known: {sorted(EXTRAS)}")
+    out: dict[str, torch.Tensor] = {}
+    dev = batch.to(c.device)
+    if "old_logp" in needs:
+        out["old_logp"] = batch_logprobs(c.model, dev, s).cpu()
+    if "ref_logp" in needs:
+        if c.ref_model is None:
+            raise ValueError("a component needs reference log-probs but no reference model is loaded")
+        out["ref_logp"] = batch_logprobs(c.ref_model, dev, s).cpu()
+    wanted = [k for k in _STATS if k in needs]
+    if wanted:
+        out.update(token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted))
+    if "segment_end" in needs:
+        out["segment_end"] = segment_ends(batch, c.tokenizer)
+    if "guided" in needs:  # flags set by the guidance engine wrapper (no model pass)
+        from rlvr.rollout.guidance import guided_rows
+
+        out["guided"] = guided_rows(completions, batch.completion_mask)
+    for key, negative in (("teacher_logp", False), ("neg_teacher_logp", True)):
+        if key in needs:
+            comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, negative)
+            tb = build_batch(comps, batch.rewards.tolist(), c.tokenizer.pad_token_id).to(c.device)
+            out[key] = batch_logprobs(c.model, tb, s).cpu()
+    assert not (set(out) & FLAGS)
+    return out
