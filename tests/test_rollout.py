@@ -77,3 +77,33 @@ def test_top_p_restricts_to_the_nucleus(engine):
     greedy = engine.generate([GenerationRequest(Example("a", "1=", "1"), 1)],
                              SamplingParams(temperature=0.0, max_new_tokens=2))
     assert all(c.completion_ids == greedy[0].completion_ids for c in out)
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.8), (1.3, 0.95), (0.0, 1.0)])
+def test_streamed_behaviour_logprobs_equal_generate_output_logits(engine, temperature, top_p):
+    """The one-step-at-a-time recorder samples the same tokens and gives the same log-probs as asking
+    ``generate`` for every step's logits (the memory-hungry way)."""
+    import torch.nn.functional as F
+
+    reqs = [GenerationRequest(Example(str(i), f"{i}+{i}=", "0"), 3) for i in range(5)]
+    sampling = SamplingParams(temperature, top_p, max_new_tokens=6, seed=11)
+    ours = HFEngine(engine.model, engine.tokenizer, batch_size=64).generate(reqs, sampling)  # one generate call
+    m, tok = engine.model, engine.tokenizer
+    prompts = [c.prompt_ids for c in ours]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(p)) + p for p in prompts])
+    attn = (torch.arange(width)[None] >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
+    kw = dict(do_sample=temperature > 0, max_new_tokens=6, eos_token_id=tok.eos_token_id,
+              pad_token_id=tok.pad_token_id, return_dict_in_generate=True, output_logits=True, top_k=None,
+              temperature=temperature or None, top_p=top_p if temperature else None)
+    with torch.random.fork_rng():
+        torch.manual_seed(11)
+        m.eval()
+        gen = m.generate(input_ids=ids, attention_mask=attn, **kw)
+    new = gen.sequences[:, width:]
+    t = temperature or 1.0
+    ref = torch.stack([F.log_softmax(lg.float() / t, -1).gather(1, new[:, i: i + 1]).squeeze(1)
+                       for i, lg in enumerate(gen.logits)], 1)
+    for i, c in enumerate(ours):
+        assert c.completion_ids == new[i, : len(c.completion_ids)].tolist()
+        torch.testing.assert_close(torch.tensor(c.logprobs), ref[i, : len(c.logprobs)], rtol=1e-5, atol=1e-6)

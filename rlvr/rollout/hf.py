@@ -4,6 +4,12 @@ Temperature and top-p sampling, greedy when temperature is 0, stop on EOS, per-t
 log-probs of the sampling distribution (``log_softmax(logits / temperature)``, before top-p truncation,
 which is what the trainer recomputes), finish reasons, and seeded sampling that leaves the global RNG
 untouched. The engine shares the trainer's module, so weight sync is a no-op.
+
+Behaviour log-probs are taken while generating, by a logits processor that keeps one ``[B, V]``
+log-softmax (the current step's) and gathers the sampled token's entry when the next step sees it. Asking
+``generate`` for ``output_logits`` instead keeps every step's float32 logits until the end, B x T x V x 4
+bytes: 160 GB for 256 rows x 1024 tokens at a 152k vocabulary. The processor applies temperature and
+top-p itself with transformers' own warpers, in transformers' order, so sampling is unchanged.
 """
 
 from __future__ import annotations
@@ -12,11 +18,45 @@ from typing import Sequence
 
 import torch
 import torch.nn.functional as F
+from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.rollout.base import ENGINES, encode_prompt
 
-__all__ = ["HFEngine"]
+__all__ = ["HFEngine", "BehaviourLogprobs"]
+
+
+class BehaviourLogprobs(LogitsProcessor):
+    """Records ``log_softmax(logits / temperature)`` of each sampled token, holding one step at a time;
+    then applies temperature and top-p for sampling (``generate`` itself is given neither)."""
+
+    def __init__(self, temperature: float, top_p: float, prompt_width: int):
+        self.temperature, self.width = temperature, prompt_width
+        self.warpers = []
+        if temperature != 1.0:
+            self.warpers.append(TemperatureLogitsWarper(temperature))
+        if top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(top_p))
+        self.taken: list[torch.Tensor] = []
+        self._last: torch.Tensor | None = None
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        self.taken.append(self._last.gather(1, tokens[:, None].to(self._last.device)).squeeze(1).cpu())
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[1] > self.width:  # the previous step's token is now known
+            self._take(input_ids[:, -1])
+        self._last = F.log_softmax(scores.float() / self.temperature, dim=-1)
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
+        return scores
+
+    def result(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """``[B, T]`` log-probs of the generated tokens (the last step's gathered here)."""
+        if self._last is not None and len(self.taken) < new_tokens.shape[1]:
+            self._take(new_tokens[:, len(self.taken)])
+            self._last = None
+        return torch.stack(self.taken, dim=1) if self.taken else torch.zeros(new_tokens.shape[0], 0)
 
 
 class HFEngine:
@@ -56,20 +96,14 @@ class HFEngine:
         for i, (_, _, ids) in enumerate(rows):
             input_ids[i, width - len(ids):] = torch.tensor(ids)
             attn[i, width - len(ids):] = 1
-        kwargs = dict(do_sample=not sampling.greedy, max_new_tokens=sampling.max_new_tokens,
-                      eos_token_id=self.eos_id, pad_token_id=self.pad_id, return_dict_in_generate=True,
-                      output_logits=True, top_k=None)
-        if not sampling.greedy:
-            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p)
-        else:
-            kwargs.update(temperature=None, top_p=None)
-        gen = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device), **kwargs)
-        new = gen.sequences[:, width:].cpu()
-        temp = sampling.temperature if not sampling.greedy else 1.0
-        # behaviour log-prob of each sampled token, one generated position at a time ([B, V] each)
-        lp = torch.stack([F.log_softmax(logits.float() / temp, dim=-1)
-                          .gather(1, new[:, t: t + 1].to(logits.device)).squeeze(1)
-                          for t, logits in enumerate(gen.logits)], dim=1).cpu()
+        record = BehaviourLogprobs(1.0 if sampling.greedy else sampling.temperature,
+                                   1.0 if sampling.greedy else sampling.top_p, width)
+        new = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
+                                  do_sample=not sampling.greedy, max_new_tokens=sampling.max_new_tokens,
+                                  eos_token_id=self.eos_id, pad_token_id=self.pad_id, top_k=None,
+                                  temperature=None, top_p=None, logits_processor=LogitsProcessorList([record])
+                                  )[:, width:].cpu()
+        lp = record.result(new)
         completions = []
         for i, (gi, ex_id, ids) in enumerate(rows):
             toks = new[i].tolist()
