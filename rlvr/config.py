@@ -282,6 +282,10 @@ class RunConfig(Section):
             problems.append(f"objective {self.algorithm.objective.name!r} keeps groups whole, so "
                             f"algorithm.minibatches={self.algorithm.minibatches} must divide "
                             f"rollout.prompts_per_step={self.rollout.prompts_per_step}")
+        if "reduced_loss" in algorithm_needs(self) and self.algorithm.correction.name != "none":
+            problems.append(f"objective {self.algorithm.objective.name!r} reduces its own loss over the group, so "
+                            f"the per-token correction {self.algorithm.correction.name!r} cannot apply; use "
+                            f"algorithm.correction: none")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

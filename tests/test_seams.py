@@ -173,3 +173,9 @@ def test_whole_group_objectives_need_minibatches_dividing_prompts():
                                    "algorithm.minibatches=4", "rollout.group_size=2"])
     finally:
         OBJECTIVES._entries.pop("_t_groups")
+
+
+def test_reduced_loss_objectives_refuse_per_token_corrections():
+    with pytest.raises(ConfigError, match="cannot apply"):
+        load_config(recipe="pacs", overrides=["algorithm.correction=tis"])
+    assert load_config(recipe="pacs").algorithm.correction.name == "none"

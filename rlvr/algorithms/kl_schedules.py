@@ -1,7 +1,7 @@
 """KL coefficient schedules: ``fn(step, total_steps, base_coef, stats, p) -> coef`` (a float).
 
 Each is a pure function of its arguments; ``base_coef`` is the configured ``algorithm.kl.coef``, ``step``
-counts RL steps from 0 and ``stats`` carries last step's measurements. Nothing here is wired into the loop.
+counts RL steps from 0 and ``stats`` carries last step's measurements. The loop reads the coefficient through ``rlvr.train.kl_control.KLController``.
 
     constant              beta = base
     linear                beta = base + (final - base) * u,                      u = clip(step / total, 0, 1)

@@ -40,8 +40,10 @@ EXTRAS = {
               "(rollout.guidance), else 0",
     "whole_groups": "a flag, no tensor: minibatches and micro-batches keep each group whole",
     "clip_rule": "a flag, no tensor: the objective clips a ratio through ObjectiveInputs.ratio_bounds",
+    "reduced_loss": "a flag, no tensor: the objective returns its own reduced (0-dim) loss, so per-token "
+                    "importance-sampling corrections cannot apply",
 }
-FLAGS = frozenset({"whole_groups", "clip_rule"})  # entries of EXTRAS that are markers, not tensors
+FLAGS = frozenset({"whole_groups", "clip_rule", "reduced_loss"})  # entries of EXTRAS that are markers, not tensors
 ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than one value per token
 
 

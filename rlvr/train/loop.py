@@ -77,13 +77,19 @@ def _score_components(scores) -> dict[str, torch.Tensor]:
     return {k: torch.tensor([float(sc.components.get(k, 0.0)) for sc in scores], dtype=torch.float64) for k in keys}
 
 
-def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSettings):
+def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSettings,
+                known: dict[str, torch.Tensor] | None = None):
     """Extras -> reward transforms -> advantage estimator -> advantage transforms; returns the batch with
-    rewards, advantages and extras set, and the transforms' metrics."""
+    rewards, advantages and extras set, and the transforms' metrics. ``known`` holds extras this step
+    already computed (the reference log-probs of a KL penalty in the reward), which are not recomputed."""
     alg, state = cfg.algorithm, c.algo_state
+    known = {**({"old_logp": batch.old_logp} if batch.old_logp is not None else {}), **(known or {})}
     needs = algorithm_needs(cfg) - FLAGS
     examples = [ro.requests[comp.group].example for comp in ro.completions]
-    extras = compute_extras(needs, c, batch, s, ro.completions, examples, alg.teacher_hint) if needs else {}
+    extras = {k: known[k].cpu() for k in needs & set(known)}
+    todo = needs - set(known)
+    if todo:
+        extras.update(compute_extras(todo, c, batch, s, ro.completions, examples, alg.teacher_hint))
     comps = _score_components(ro.scores)
     total = max(cfg.train.steps, 1)
     metrics: dict[str, float] = {}
@@ -122,7 +128,7 @@ def _kl_in_reward(cfg: RunConfig, c: Components, batch, s: UpdateSettings, coef:
     kl = KL_ESTIMATORS.get(cfg.algorithm.kl.estimator).fn(old, ref) * batch.completion_mask
     rewards = batch.rewards - coef * kl.sum(-1).double().cpu()
     mean_kl = float(kl.sum() / batch.completion_mask.sum().clamp(min=1))
-    return replace(batch, rewards=rewards, old_logp=old, ref_logp=None), mean_kl
+    return replace(batch, rewards=rewards, old_logp=old, ref_logp=None), mean_kl, ref
 
 
 def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
@@ -144,9 +150,11 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
     s = settings(cfg, coef, step, c.algo_state.get("algorithm.objective"))
     reward_kl = None
     if c.ref_model is not None and cfg.algorithm.kl.placement == "reward":
-        batch, reward_kl = _kl_in_reward(cfg, c, batch.to(c.device), s, coef)
-        batch = batch.to("cpu")
-    batch, transform_metrics = _advantages(cfg, c, batch, ro, step, s)
+        batch, reward_kl, ref = _kl_in_reward(cfg, c, batch.to(c.device), s, coef)
+        batch, known = batch.to("cpu"), {"ref_logp": ref.cpu()}
+    else:
+        known = {}
+    batch, transform_metrics = _advantages(cfg, c, batch, ro, step, s, known)
     if cfg.algorithm.overlong.filter:  # truncated completions leave the loss and its token counts
         batch = replace(batch, completion_mask=batch.completion_mask * (~batch.truncated)[:, None].float())
     batch = batch.to(c.device)
