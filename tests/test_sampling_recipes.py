@@ -73,16 +73,22 @@ def test_resume_with_stateful_sampler_and_allocator_matches_uninterrupted(sample
 def test_mixture_uses_weights_and_per_task_verifiers(tiny_cfg_overrides, tmp_path):
     over = [o for o in tiny_cfg_overrides if not o.startswith("task.")] + MIXTURE
     cfg = load_config(overrides=over + ["train.steps=2", "train.checkpoint_every=0", "rollout.prompts_per_step=8",
-                                        "sft.steps=0", "eval.num_examples=4"])
+                                        "sft.steps=0", "eval.num_examples=32"])  # both tasks' eval splits
     task = build_task(cfg)
     mul = next(e for e in task.examples("train") if e.task == "mul")
     assert task.score(mul, mul.answer).reward == 1.0 and task.score(mul, "0").reward == 0.0
     sampler, _, _ = build_data(cfg, task)
     drawn = [e.task for s in range(50) for e in sampler.next(8, s)]
     assert 0.68 < drawn.count("add") / len(drawn) < 0.82  # weight 3 : 1
-    train(cfg)
+    summary = train(cfg)
     m = lines(tmp_path / "run")[0]
     assert m["task/add/completions"] + m["task/mul/completions"] == m["rollouts/spent"]
+    ev = json.loads((tmp_path / "run" / "eval" / "step_000002.json").read_text())  # held-out, per task
+    per = {name: [sum(p["correct"]) / len(p["correct"]) for p in ev["per_prompt"] if p["task"] == name]
+           for name in ("add", "mul")}
+    for name, accs in per.items():
+        assert accs and summary["eval_after"][f"task/{name}/num_examples"] == len(accs)
+        assert summary["eval_after"][f"task/{name}/accuracy"] == pytest.approx(sum(accs) / len(accs))
 
 
 @pytest.mark.slow

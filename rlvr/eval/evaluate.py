@@ -16,6 +16,9 @@ Rendering-robust accuracy (DeFAb §5.5): when examples carry ``meta["rendering"]
 ``meta["rendering_group"]`` (default ``meta["id"]``) are renderings of one problem, and the problem scores
 the *worst* of its renderings' accuracies. ``robust_accuracy`` is reported when some problem has two or
 more renderings in the evaluated split.
+
+On a task mixture (examples from several ``Example.task`` values) ``task/<name>/accuracy`` and
+``task/<name>/num_examples`` are reported per task beside the pooled metrics.
 """
 
 from __future__ import annotations
@@ -120,6 +123,13 @@ def summarise(per_prompt: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]
         out["robust_problems"] = len(robust)
         group_cis = bootstrap_cis({"robust_accuracy": robust}, seed=seed)
     out["mean_length"] = float(np.mean([np.mean(p["length"]) for p in per_prompt]))
+    by_task: dict[str, list[float]] = {}
+    for p, acc in zip(per_prompt, cols["accuracy"]):
+        by_task.setdefault(p.get("task") or "", []).append(acc)
+    if len(by_task) > 1:  # a task mixture: accuracy per task, beside the pooled one
+        for name, accs in sorted(by_task.items()):
+            out[f"task/{name}/accuracy"] = float(np.mean(accs))
+            out[f"task/{name}/num_examples"] = len(accs)
     ci = {**bootstrap_cis(cols, seed=seed), **group_cis}
     out["ci95"] = {k: [float(lo), float(hi)] for k, (lo, hi) in ci.items()}
     out["accuracy_ci95"] = out["ci95"]["accuracy"]
@@ -151,7 +161,7 @@ def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None =
     for ex, cs, group in zip(examples, comps, groups):
         scores = [task.score(ex, c.text) for c in cs]
         per_prompt.append({
-            "id": ex.id, "group": group,
+            "id": ex.id, "group": group, "task": ex.task,
             "correct": [s.components.get("correct", 0.0) for s in scores],
             "reward": [s.reward for s in scores],
             "length": [len(c) for c in cs],
