@@ -14,3 +14,23 @@ def test_readme_config_reference_is_current():
 def test_readme_opens_with_two_commands():
     first = README.read_text().split("```")[1].strip().splitlines()
     assert first[0] == "bash" and len([ln for ln in first[1:] if ln.strip()]) == 2
+
+
+def test_methods_table_has_a_row_per_component_and_recipe():
+    """docs/methods.md names every registered component and every recipe in a table row."""
+    import rlvr.config  # noqa: F401  (registers everything)
+    from rlvr.algorithms.kl_schedules import KL_SCHEDULES
+    from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGATIONS, CLIP_RULES, CORRECTIONS,
+                                         KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
+    from rlvr.optim import OPTIMIZERS
+    from rlvr.recipes import recipe_names
+    from rlvr.sampling import ALLOCATORS, SAMPLERS
+
+    text = (README.parent / "docs" / "methods.md").read_text()
+    rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| ")]  # first cells
+    missing = []
+    for reg in (ADVANTAGES, ADVANTAGE_TRANSFORMS, REWARD_TRANSFORMS, OBJECTIVES, CLIP_RULES, CORRECTIONS,
+                AGGREGATIONS, KL_ESTIMATORS, KL_SCHEDULES, OPTIMIZERS, SAMPLERS, ALLOCATORS):
+        missing += [f"{reg.kind} {n}" for n in reg.names() if not any(f"`{n}`" in r for r in rows)]
+    missing += [f"recipe {n}" for n in recipe_names() if not any(f"`{n}`" in r for r in rows)]
+    assert not missing, f"docs/methods.md lacks rows for: {missing}"
