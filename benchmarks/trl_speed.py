@@ -1,0 +1,469 @@
+"""Seconds per GRPO step: rlvr against TRL's ``GRPOTrainer`` and a bare-PyTorch floor, on one workload.
+
+The three run the same work in one process, one step of each in turn, so machine noise hits them alike:
+
+- model: the tiny random Qwen2 of ``rlvr.models.tiny`` (same size, same init seed, one copy each) and its
+  character tokenizer;
+- data: the same equal-length text prompts (no padding anywhere), ``--prompts`` per step, ``--group``
+  completions each, sampled at temperature 1 with no top-k / top-p;
+- completions forced to exactly ``--new-tokens`` tokens (``min_new_tokens = max_new_tokens``, which masks
+  EOS), so every step generates and trains on the same number of tokens;
+- reward: one bit of a CRC32 of the completion text, the same function for all three;
+- loss: GRPO advantages (group mean and std), token-level PPO-clip (eps 0.2) averaged over all completion
+  tokens of the batch (rlvr ``token_mean`` == TRL ``bnpo`` here), no KL and no reference model, one
+  optimizer step per generation batch (rlvr ``epochs=1, minibatches=1``; TRL ``num_iterations=1``,
+  ``steps_per_generation=1``, no gradient accumulation), the whole batch in one forward/backward;
+- optimizer: torch AdamW (non-fused), same lr, no weight decay, grad-norm clip 1.0; float32, CPU;
+  no gradient checkpointing (TRL's default turns it on: it recomputes the forward, which is other work).
+
+The floor is ``model.generate`` + one forward whose last ``T + 1`` logits give the completion log-probs +
+the clipped loss + backward + clip + AdamW, with no framework around it (and no metrics: it is the least
+work a GRPO step on this workload can do with these tools).
+
+Printed: median seconds per step of each (after ``--warmup`` steps), rlvr / TRL, rlvr / floor, and each
+one's phase split (generation, scoring, update, rest). ``--profile`` adds a cProfile of rlvr's steps.
+TRL is optional (``pip install 'rlvr[trl]'``); without it the TRL column is skipped with the reason.
+
+Usage: python benchmarks/trl_speed.py [--steps 15] [--warmup 3] [--prompts 16] [--group 8] [--new-tokens 64]
+                                      [--hidden 128] [--layers 2] [--threads 1] [--profile] [--no-trl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import random
+import statistics
+import tempfile
+import time
+import warnings
+import zlib
+from collections import defaultdict
+
+import torch
+
+from rlvr.config import RunConfig
+from rlvr.core.types import Example
+from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
+from rlvr.tasks.base import Task, WeightedVerifier
+from rlvr.train.loop import rl_step
+from rlvr.train.run import _components
+from rlvr.verifiers.base import from_callable
+
+CLIP = 0.2
+MAX_GRAD_NORM = 1.0
+
+
+def hash_reward(prompts, completions, **_) -> list[float]:
+    """1 or 0 by one bit of the completion's CRC32: random-looking, deterministic, equal cost everywhere."""
+    return [float(zlib.crc32(c.encode()) & 1) for c in completions]
+
+
+def make_prompts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [f"Add {rng.randrange(1000):03d} and {rng.randrange(1000):03d}: " for _ in range(n)]
+
+
+def tiny_config(a) -> TinyModelConfig:
+    return TinyModelConfig(hidden_size=a.hidden, num_layers=a.layers, num_heads=4, num_kv_heads=2,
+                           intermediate_size=4 * a.hidden, max_positions=32 + a.new_tokens)
+
+
+class Phases:
+    """Per-step seconds of named phases: ``step`` (wall clock), ``cpu`` (this process's CPU time), and parts."""
+
+    def __init__(self):
+        self.t = defaultdict(list)
+        self._w = self._c = 0.0
+
+    def start(self) -> None:
+        self._w, self._c = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        self.add("step", time.perf_counter() - self._w)
+        self.add("cpu", time.process_time() - self._c)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.t[name].append(seconds)
+
+    def median(self, name: str, skip: int) -> float:
+        v = self.t.get(name, [])[skip:]
+        return statistics.median(v) if v else float("nan")
+
+
+class SamplingCheck:
+    """Records which logits processors each framework's ``generate`` applies (during the warm-up only): the
+    three must sample from the same distribution with the same per-token work (e.g. transformers adds top-k
+    50 unless told ``top_k=0``)."""
+
+    label = ""
+    seen: dict[str, set] = defaultdict(set)
+    _orig = None
+
+    @classmethod
+    def start(cls) -> None:
+        from transformers.generation.logits_process import LogitsProcessorList
+
+        cls._orig = orig = LogitsProcessorList.__call__
+
+        def call(self, *args, **kw):
+            cls.seen[cls.label].add(tuple(type(p).__name__ for p in self))
+            return orig(self, *args, **kw)
+
+        LogitsProcessorList.__call__ = call
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls._orig is not None:
+            from transformers.generation.logits_process import LogitsProcessorList
+
+            LogitsProcessorList.__call__, cls._orig = cls._orig, None
+
+    @classmethod
+    def verify(cls) -> str:
+        kinds = {frozenset(v) for v in cls.seen.values()}
+        if len(kinds) != 1 or len(next(iter(kinds))) != 1:
+            raise RuntimeError(f"the frameworks sample differently: {dict(cls.seen)}")
+        return ", ".join(next(iter(next(iter(kinds)))))
+
+
+# ---------------------------------------------------------------------------------------------- floor
+
+class Floor:
+    """generate -> reward -> advantages -> forward -> log-probs -> clipped loss -> backward -> AdamW."""
+
+    def __init__(self, a, prompts: list[str]):
+        self.a, self.prompts, self.phases = a, prompts, Phases()
+        self.tok = char_tokenizer()
+        self.model = build_tiny_model(tiny_config(a), self.tok, seed=a.seed)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=a.lr, weight_decay=0.0)
+        self.i = 0
+
+    def step(self) -> None:
+        a, tok, model = self.a, self.tok, self.model
+        SamplingCheck.label = "floor"
+        self.phases.start()
+        t0 = time.perf_counter()
+        batch = [self.prompts[(self.i * a.prompts + k) % len(self.prompts)] for k in range(a.prompts)]
+        self.i += 1
+        enc = tok([p for p in batch for _ in range(a.group)], return_tensors="pt", padding=True)
+        model.eval()
+        with torch.no_grad():
+            seq = model.generate(**enc, do_sample=True, max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens,
+                                 temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.pad_token_id,
+                                 eos_token_id=tok.eos_token_id)
+        t1 = time.perf_counter()
+        p = enc["input_ids"].shape[1]
+        comp = seq[:, p:]
+        rewards = torch.tensor(hash_reward(None, tok.batch_decode(comp, skip_special_tokens=True)))
+        g = rewards.view(-1, a.group)
+        adv = ((g - g.mean(1, keepdim=True)) / (g.std(1, keepdim=True) + 1e-6)).view(-1, 1)
+        t2 = time.perf_counter()
+        model.train()
+        attn = torch.ones_like(seq)
+        logits = model(input_ids=seq, attention_mask=attn, logits_to_keep=a.new_tokens + 1).logits[:, :-1]
+        logp = logits.float().log_softmax(-1).gather(-1, comp.unsqueeze(-1)).squeeze(-1)
+        ratio = torch.exp(logp - logp.detach())
+        loss = -torch.minimum(ratio * adv, ratio.clamp(1 - CLIP, 1 + CLIP) * adv).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+        self.opt.step()
+        t3 = time.perf_counter()
+        self.phases.stop()
+        self.phases.add("generate", t1 - t0)
+        self.phases.add("score", t2 - t1)
+        self.phases.add("update", t3 - t2)
+
+
+# ---------------------------------------------------------------------------------------------- rlvr
+
+class Rlvr:
+    """``rl_step`` over Components built as ``rlvr train`` builds them."""
+
+    def __init__(self, a, prompts: list[str]):
+        self.a, self.phases, self.step_i = a, Phases(), 0
+        n = a.prompts * a.group
+        t = tiny_config(a)
+        self.cfg = RunConfig.model_validate({
+            "seed": a.seed, "device": "cpu",
+            "model": {"tiny": t.model_dump()},
+            "rollout": {"prompts_per_step": a.prompts, "group_size": a.group, "max_new_tokens": a.new_tokens,
+                        "temperature": 1.0, "top_p": 1.0, "batch_size": n},
+            "algorithm": {"advantage": {"name": "grpo"},
+                          "objective": {"name": "ppo_clip", "clip_low": CLIP, "clip_high": CLIP},
+                          "aggregation": {"name": "token_mean"}, "kl": {"coef": 0.0}, "epochs": 1, "minibatches": 1},
+            "optim": {"lr": a.lr, "weight_decay": 0.0, "max_grad_norm": MAX_GRAD_NORM, "warmup_steps": 0,
+                      "schedule": "constant"},
+            "train": {"steps": a.warmup + a.steps, "micro_batch_size": n, "eval_every": 0},
+            "sft": {"steps": 0},
+        })
+        tok = char_tokenizer()
+        model = build_tiny_model(t, tok, seed=a.seed)
+        model.generation_config.min_new_tokens = a.new_tokens  # the hf engine's generate picks it up: no EOS
+        examples = [Example(f"p{i}", p, "") for i, p in enumerate(prompts)]
+        task = Task("hash_bits", {"train": examples}, [WeightedVerifier(from_callable(hash_reward, "hash_bit"))])
+        self.c = _components(self.cfg, model, tok, task, torch.device("cpu"))
+
+    def step(self) -> None:
+        SamplingCheck.label = "rlvr"
+        self.phases.start()
+        m = rl_step(self.cfg, self.c, self.step_i)
+        self.phases.stop()
+        self.step_i += 1
+        if m["completion_length"] != self.a.new_tokens:
+            raise RuntimeError(f"rlvr completions are {m['completion_length']} tokens, not {self.a.new_tokens}")
+        self.phases.add("generate", m["time/rollout"])
+        self.phases.add("score", m["time/score"])
+        self.phases.add("update", m["time/update"])
+
+
+# ---------------------------------------------------------------------------------------------- TRL
+
+def trl_missing() -> str | None:
+    try:
+        import trl  # noqa: F401
+    except Exception as e:  # ImportError, or a trl that does not import with this transformers
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def build_trl(a, prompts: list[str], on_step_end, out_dir: str):
+    """A GRPOTrainer configured to the workload; ``on_step_end()`` runs after each of its optimizer steps."""
+    import dataclasses
+
+    from datasets import Dataset
+    from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    n = a.prompts * a.group
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}  # newer transformers renamed the flag
+    no_ckpt = {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": False}
+    args = GRPOConfig(
+        output_dir=out_dir, report_to="none", save_strategy="no", disable_tqdm=True, logging_steps=10,
+        use_cpu=True, bf16=False, fp16=False, seed=a.seed, **no_ckpt,
+        per_device_train_batch_size=n, gradient_accumulation_steps=1, steps_per_generation=1,
+        num_generations=a.group, num_iterations=1, max_completion_length=a.new_tokens,
+        generation_kwargs={"min_new_tokens": a.new_tokens}, temperature=1.0, top_p=1.0, top_k=0,
+        beta=0.0, epsilon=CLIP, loss_type="bnpo", scale_rewards="group", mask_truncated_completions=False,
+        learning_rate=a.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, optim="adamw_torch",
+        max_grad_norm=MAX_GRAD_NORM, max_steps=a.warmup + a.steps, log_completions=False,
+    )
+    tok = char_tokenizer()
+    model = build_tiny_model(tiny_config(a), tok, seed=a.seed)
+    phases = Phases()
+
+    class Alternate(TrainerCallback):
+        def on_train_begin(self, *args, **kw):
+            SamplingCheck.label = "trl"
+            phases.start()
+
+        def on_step_end(self, *args, **kw):
+            phases.stop()
+            on_step_end()
+            SamplingCheck.label = "trl"
+            phases.start()
+
+    trainer = GRPOTrainer(model=model, reward_funcs=[hash_reward], args=args,
+                          train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
+                          callbacks=[Alternate()])
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+    _time_method(trainer, "_generate_single_turn", phases, "generate", check=lambda out: _full_length(out[0], a))
+    _time_method(trainer, "_calculate_rewards", phases, "score")
+    _time_method(trainer, "_generate_and_score_completions", phases, "gsb")
+    return trainer, phases
+
+
+def _time_method(obj, name: str, phases: Phases, label: str, check=None) -> None:
+    """Time calls of ``obj.name`` (a private TRL method: when a TRL version lacks it, its phase shows nan)."""
+    fn = getattr(obj, name, None)
+    if fn is None:
+        print(f"note: this TRL has no {name}; its '{label}' phase is not measured")
+        return
+
+    def timed(*args, **kw):
+        t0 = time.perf_counter()
+        out = fn(*args, **kw)
+        phases.add(label, time.perf_counter() - t0)
+        if check is not None:
+            check(out)
+        return out
+
+    setattr(obj, name, timed)
+
+
+def _full_length(completion_ids, a) -> None:
+    lengths = {len(ids) for ids in completion_ids}
+    if lengths != {a.new_tokens} or len(completion_ids) != a.prompts * a.group:
+        raise RuntimeError(f"TRL generated {len(completion_ids)} completions of lengths {sorted(lengths)}, "
+                           f"not {a.prompts * a.group} of {a.new_tokens}")
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+def report(a, runners: dict[str, Phases]) -> None:
+    """Medians after the warm-up. ``rest`` is, per step, what the named phases leave of the wall time (for TRL:
+    its generation-batch preparation besides generate and reward calls; its ``update`` is the remainder of the
+    step: loss, backward, clip, optimizer, logging)."""
+    w = a.warmup
+    print(f"\nworkload: {a.prompts} prompts x {a.group} completions x {a.new_tokens} tokens, tiny qwen2 "
+          f"h={a.hidden} L={a.layers}, {torch.get_num_threads()} torch threads; median of {a.steps} steps "
+          f"after {w} warm-up\n")
+    print(f"{'':7}{'s/step':>8}{'cpu s':>8}{'generate':>10}{'score':>8}{'update':>8}{'rest':>8}   wall min-max")
+    med = {}
+    for name, ph in runners.items():
+        t = ph.t
+
+        def part(k: str, i: int) -> float:
+            return t[k][i] if i < len(t.get(k, [])) else float("nan")
+
+        n = len(t["step"])
+        if name == "trl":  # generate+score+batch is timed as a whole; the rest of the step is the update
+            t["update"] = [part("step", i) - part("gsb", i) for i in range(n)]
+            t["rest"] = [part("gsb", i) - part("generate", i) - part("score", i) for i in range(n)]
+        else:
+            t["rest"] = [part("step", i) - part("generate", i) - part("score", i) - part("update", i)
+                         for i in range(n)]
+        med[name] = (ph.median("step", w), ph.median("cpu", w))
+        cols = "".join(f"{ph.median(k, w):{width}.3f}" for k, width in
+                       (("step", 8), ("cpu", 8), ("generate", 10), ("score", 8), ("update", 8), ("rest", 8)))
+        print(f"{name:7}{cols}   {min(t['step'][w:]):.3f}-{max(t['step'][w:]):.3f}")
+    (rw, rc), (fw, fc) = med["rlvr"], med["floor"]
+    print(f"\n{'':14}{'wall':>7}{'cpu':>7}")
+    if "trl" in med:
+        tw, tc = med["trl"]
+        print(f"{'rlvr / TRL':14}{rw / tw:7.3f}{rc / tc:7.3f}   (TRL takes {tw / rw:.2f}x rlvr's wall time)")
+    print(f"{'rlvr / floor':14}{rw / fw:7.3f}{rc / fc:7.3f}")
+
+
+# (label, file suffix, function name): rlvr's step split into nested parts, read off cProfile's cumulative times
+PROFILE_PARTS = (
+    ("rl_step", "rlvr/train/loop.py", "rl_step"),
+    ("hf generate", "transformers/generation/utils.py", "generate"),
+    ("hf engine", "rlvr/rollout/hf.py", "_generate_chunk"),
+    ("rollouts", "rlvr/train/rollouts.py", "collect_rollouts"),
+    ("scoring", "rlvr/tasks/scoring.py", "score_many"),
+    ("build_batch", "rlvr/core/batch.py", "build_batch"),
+    ("no-grad log-probs", "rlvr/train/update.py", "batch_logprobs"),
+    ("update_policy", "rlvr/train/update.py", "update_policy"),
+    ("log-probs fwd", "rlvr/models/logprobs.py", "completion_logprobs"),
+    ("micro loss", "rlvr/train/update.py", "_micro_loss"),
+    ("backward", "torch/_tensor.py", "backward"),
+    ("clip grad", "torch/nn/utils/clip_grad.py", "clip_grad_norm_"),
+    ("optimizer", "torch/optim/adam.py", "step"),
+)
+
+
+def _cumulative(stats: pstats.Stats) -> dict[str, float]:
+    out = dict.fromkeys((label for label, _, _ in PROFILE_PARTS), 0.0)
+    for (file, _, func), (_, _, _, ct, _) in stats.stats.items():
+        for label, suffix, name in PROFILE_PARTS:
+            if func == name and file.replace("\\", "/").endswith(suffix):
+                out[label] = max(out[label], ct)  # recursive wrappers repeat a function: keep the outermost
+    return out
+
+
+def profile_rlvr(a, prompts: list[str]) -> None:
+    """cProfile of ``--steps`` rlvr steps after the warm-up: where rlvr's step time goes."""
+    r = Rlvr(a, prompts)
+    for _ in range(a.warmup):
+        r.step()
+    prof = cProfile.Profile(time.process_time)  # CPU time: other processes on the machine do not count
+    prof.enable()
+    for _ in range(a.steps):
+        r.step()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    c = _cumulative(stats)
+    total = c["rl_step"]
+    rows = [
+        ("generate: transformers generate", c["hf generate"]),
+        ("generate: rlvr engine (log-probs, Completions)", c["hf engine"] - c["hf generate"]),
+        ("rollouts: sampler, allocator, metrics", c["rollouts"] - c["hf engine"] - c["scoring"]),
+        ("scoring (reward function)", c["scoring"]),
+        ("build_batch", c["build_batch"]),
+        ("no-grad log-probs (old / reference)", c["no-grad log-probs"]),
+        ("update: log-prob forward (trunk, head, entropy)", c["log-probs fwd"]),
+        ("update: loss, aggregation, metrics", c["micro loss"] - c["log-probs fwd"]),
+        ("update: backward", c["backward"]),
+        ("update: clip grad norm", c["clip grad"]),
+        ("update: AdamW step", c["optimizer"]),
+        ("update: the rest (minibatching, coefficients)", c["update_policy"] - c["micro loss"] - c["backward"]
+         - c["clip grad"] - c["optimizer"]),
+    ]
+    rows.append(("rl_step: the rest (advantages, metrics, ...)", total - sum(v for _, v in rows)))
+    print(f"\n=== where rlvr's step goes (cProfile, CPU s/step over {a.steps} steps; cProfile's own overhead "
+          f"inflates the Python-heavy parts, generate most) ===")
+    for label, v in rows:
+        print(f"  {label:52}{v / a.steps:7.3f} {100 * v / total:6.1f}%")
+    print(f"  {'total':52}{total / a.steps:7.3f}")
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(15)
+    print("\n=== top functions by own time ===")
+    text = buf.getvalue()
+    print(text[text.find("   ncalls"):].rstrip())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=15, help="timed steps of each")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps of each first")
+    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--group", type=int, default=8)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (0: torch's default). One keeps a tiny model's timings stable on a "
+                        "shared machine: with more, threads spin-wait on each other at every small op")
+    p.add_argument("--no-trl", action="store_true", help="skip TRL even when it is installed")
+    p.add_argument("--profile", action="store_true", help="then cProfile rlvr's steps")
+    a = p.parse_args()
+    if a.steps < 1 or a.warmup < 0 or a.group < 2 or a.prompts < 1 or a.new_tokens < 1:
+        p.error("need --steps >= 1, --warmup >= 0, --group >= 2 (GRPO), --prompts >= 1, --new-tokens >= 1")
+    warnings.filterwarnings("ignore", category=FutureWarning)  # deprecation notices of transformers / TRL
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    prompts = make_prompts(a.prompts * (a.warmup + a.steps), a.seed)
+    floor, rlvr = Floor(a, prompts), Rlvr(a, prompts)
+    rounds = [0]
+    SamplingCheck.start()
+
+    def others() -> None:  # one step of rlvr and of the floor, in alternating order
+        for r in ((rlvr, floor) if rounds[0] % 2 == 0 else (floor, rlvr)):
+            r.step()
+        rounds[0] += 1
+        if rounds[0] == a.warmup:
+            SamplingCheck.stop()
+
+    missing = "--no-trl" if a.no_trl else trl_missing()
+    runners = {"rlvr": rlvr.phases, "floor": floor.phases}
+    if missing:
+        print(f"TRL skipped ({missing}); install it with: pip install 'rlvr[trl]'")
+        for _ in range(a.warmup + a.steps):
+            others()
+    else:
+        import trl
+
+        with tempfile.TemporaryDirectory() as out:
+            trainer, trl_phases = build_trl(a, prompts, others, out)
+            trainer.train()
+        runners = {"trl": trl_phases, **runners}
+        print(f"trl {trl.__version__}")
+    SamplingCheck.stop()  # (already stopped after the warm-up, unless there was none)
+    import transformers
+
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}")
+    print(f"sampling: the same logits processors in all: {SamplingCheck.verify()}")
+    report(a, runners)
+    if a.profile:
+        profile_rlvr(a, prompts)
+
+
+if __name__ == "__main__":
+    main()
