@@ -17,6 +17,7 @@ sampler learns them instead. Step metrics report ``task/<name>/{accuracy,reward,
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import zip_longest
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -72,11 +73,15 @@ class MixtureTask(Task):
         splits: dict[str, list[Example]] = {}
         names = sorted({s for t in parts.values() for s in t.splits})
         for split in names:
+            per_task = []
             for dom, t in parts.items():
                 src = split if split in t.splits else ("train" if split == "sft" and "train" in t.splits else None)
                 if src is not None:
-                    splits.setdefault(split, []).extend(
-                        replace(ex, id=f"{dom}/{ex.id}", task=dom) for ex in t.examples(src))
+                    per_task.append([replace(ex, id=f"{dom}/{ex.id}", task=dom) for ex in t.examples(src)])
+            if split == "train":
+                splits[split] = [ex for exs in per_task for ex in exs]
+            else:  # round-robin, so the first K examples (eval.num_examples) cover every task
+                splits[split] = [ex for row in zip_longest(*per_task) for ex in row if ex is not None]
         first = next(iter(parts.values()))
         super().__init__("mixture", splits, first.verifiers)
         self.parts, self.domain_weights = parts, dict(weights)
