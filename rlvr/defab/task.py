@@ -8,7 +8,8 @@ The reward is the exact check of :func:`rlvr.defab.score.score_answer` on the an
 
 Train and eval instances come from disjoint seed streams (``seed`` and ``seed + 1_000_003``) so an eval
 instance is never a train instance generated with the same index; ``rendering: mixed`` cycles the four
-renderings over the examples. ``answer`` (and the SFT target) is the gold in the example's answer format.
+renderings over the examples. ``eval_rendering: all`` puts every eval instance in all four renderings, and
+evaluation then reports the rendering-robust accuracy (per instance, the worst of its four renderings). ``answer`` (and the SFT target) is the gold in the example's answer format.
 
 Register by importing this module (``from rlvr.defab import task``) in ``rlvr/tasks/__init__.py``.
 """
@@ -41,6 +42,9 @@ class DefabParams(Params):
     kb: str = Field("animals", description="shipped KB name (animals, vehicles, food, occupations) or a KB path")
     rendering: Lit["narrative", "semiformal", "annotated", "formal", "mixed"] = Field(
         "formal", description="surface rendering of the prompts (mixed cycles all four)")
+    eval_rendering: Lit["same", "narrative", "semiformal", "annotated", "formal", "mixed", "all"] = Field(
+        "same", description="renderings of the eval instances: same as rendering, one style, mixed, or all "
+                            "(each instance in all four; evaluation then reports rendering-robust accuracy)")
     nonsense: bool = Field(False, description="made-up vocabulary (contamination control)")
     distractors: Lit["none", "random", "syntactic", "adversarial", "mixed"] = Field(
         "random", description="distractor strategy")
@@ -55,18 +59,22 @@ def instance_example(inst: Instance, style: str, task: str = "defab") -> Example
                    task=task, meta=meta)
 
 
-def _examples(p: DefabParams, n: int, seed: int) -> list[Example]:
+def _examples(p: DefabParams, n: int, seed: int, rendering: str) -> list[Example]:
     if n == 0:
         return []
     insts = generate(p.level, n, seed, kb=p.kb, strategy=p.distractors, nonsense=p.nonsense)
-    return [instance_example(inst, STYLES[k % 4] if p.rendering == "mixed" else p.rendering)
+    if rendering == "all":  # the four renderings of an instance share meta["id"]: one rendering group
+        return [instance_example(inst, style) for inst in insts for style in STYLES]
+    return [instance_example(inst, STYLES[k % 4] if rendering == "mixed" else rendering)
             for k, inst in enumerate(insts)]
 
 
 @TASKS.register("defab", DefabParams)
 def defab_task(p: DefabParams) -> Task:
     """DeFAb defeasible abduction (Levels 1–3), generated from a KB and verified exactly."""
-    splits = {"train": _examples(p, p.n_train, p.seed), "eval": _examples(p, p.n_eval, p.seed + _EVAL_OFFSET)}
+    eval_style = p.rendering if p.eval_rendering == "same" else p.eval_rendering
+    splits = {"train": _examples(p, p.n_train, p.seed, p.rendering),
+              "eval": _examples(p, p.n_eval, p.seed + _EVAL_OFFSET, eval_style)}
     return Task("defab", splits, [WeightedVerifier(DefabVerifier())])
 
 

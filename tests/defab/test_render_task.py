@@ -118,3 +118,24 @@ def test_verifier_scores_plain_records_without_rendering():
     ex = Example("r", "prompt", "", meta={"theory": str(inst.theory), "target": str(inst.target), "level": 2})
     assert DefabVerifier()(ex, "Answer: " + inst.gold_text).reward == 1.0
     assert DefabVerifier()(ex, "Answer: " + inst.gold_text.replace("=>", "->")).reward == 0.0
+
+
+def test_eval_rendering_all_reports_the_worst_rendering_per_instance():
+    """With ``eval_rendering: all`` each eval instance appears in the four renderings and evaluation reports
+    the rendering-robust accuracy: an instance counts only if every rendering of it is answered right."""
+    from rlvr.config import load_config
+    from rlvr.eval.evaluate import evaluate
+    from rlvr.train.run import build_task
+    from tests.test_eval import ScriptedEngine
+
+    task = build_task(load_config(overrides=["task.name=defab", "task.eval_rendering=all", "task.n_eval=3",
+                                             "task.n_train=1"]))
+    exs = task.examples("eval")
+    assert len(exs) == 12 and [e.meta["rendering"] for e in exs[:4]] == ["narrative", "semiformal", "annotated",
+                                                                         "formal"]
+    # instance 0: right in every rendering; instance 1: wrong in its narrative one; instance 2: all wrong
+    script = {e.id: [e.answer if (k // 4 == 0 or (k // 4 == 1 and k % 4 != 0)) else "no idea"]
+              for k, e in enumerate(exs)}
+    result = evaluate(ScriptedEngine(script), task, "eval", samples=1, temperature=0.0)
+    assert result["accuracy"] == pytest.approx(7 / 12)
+    assert result["robust_accuracy"] == pytest.approx(1 / 3) and result["robust_problems"] == 3
