@@ -38,7 +38,9 @@ _STATS = ("entropy", "self_certainty", "chosen_logit", "hidden")
 @torch.no_grad()
 def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch_size: int,
                      chunk_tokens: int, wanted: Sequence[str]) -> dict[str, torch.Tensor]:
-    """Entropy, self-certainty and raw chosen logit per token, and mean-pooled hidden states per row."""
+    """Entropy, self-certainty and raw chosen logit per token, and mean-pooled hidden states per row; with
+    ``logp`` in ``wanted``, the log-probs of the sampled tokens from the same pass (what ``batch_logprobs``
+    computes), so old log-probs cost no second forward when token statistics are needed anyway."""
     n, t = batch.completion_mask.shape
     out = {k: torch.zeros(n, t) for k in wanted if k != "hidden"}
     trunk = getattr(model, model.base_model_prefix)
@@ -68,9 +70,12 @@ def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch
                 vals["chosen_logit"].append(z.gather(-1, tgt[:, None]).squeeze(-1))
             if "self_certainty" in vals:
                 vals["self_certainty"].append(torch.logsumexp(zt, -1) - zt.mean(-1))
-            if "entropy" in vals:
+            if "entropy" in vals or "logp" in vals:
                 logsm = torch.log_softmax(zt, -1)
-                vals["entropy"].append(-(logsm.exp() * logsm).sum(-1))
+                if "entropy" in vals:
+                    vals["entropy"].append(-(logsm.exp() * logsm).sum(-1))
+                if "logp" in vals:
+                    vals["logp"].append(logsm.gather(-1, tgt[:, None]).squeeze(-1))
         for k, parts in vals.items():
             full = torch.zeros(sel.shape)
             if parts:
@@ -140,13 +145,18 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         raise ValueError(f"unknown extras requested: {sorted(unknown)}; known: {sorted(EXTRAS)}")
     out: dict[str, torch.Tensor] = {}
     dev = batch.to(c.device)
-    if "old_logp" in needs:
+    wanted = [k for k in _STATS if k in needs]
+    if wanted and "old_logp" in needs:  # one policy pass for both
+        stats = token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted + ["logp"])
+        out["old_logp"] = stats.pop("logp")
+        out.update(stats)
+        wanted = []
+    elif "old_logp" in needs:
         out["old_logp"] = batch_logprobs(c.model, dev, s).cpu()
     if "ref_logp" in needs:
         if c.ref_model is None:
             raise ValueError("a component needs reference log-probs but no reference model is loaded")
         out["ref_logp"] = batch_logprobs(c.ref_model, dev, s).cpu()
-    wanted = [k for k in _STATS if k in needs]
     if wanted:
         out.update(token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted))
     if "segment_end" in needs:

@@ -131,3 +131,29 @@ def test_unknown_extra_and_missing_reference(setup):
         compute_extras(frozenset({"nope"}), c, s.batch, st, s.comps, s.examples, HINT)
     with pytest.raises(ValueError, match="no reference model"):
         compute_extras(frozenset({"ref_logp"}), c, s.batch, st, s.comps, s.examples, HINT)
+
+
+def test_old_logp_from_the_statistics_pass_equals_batch_logprobs():
+    """When token statistics are requested, old log-probs come from the same forward and equal the
+    trainer's own log-prob computation."""
+    from types import SimpleNamespace
+
+    from rlvr.config import load_config
+    from rlvr.train.extras import compute_extras, token_statistics
+    from rlvr.train.loop import settings
+    from rlvr.train.update import batch_logprobs
+
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=3)
+    g = torch.Generator().manual_seed(0)
+    comps = [Completion(str(i), torch.randint(3, 60, (2 + i % 3,), generator=g).tolist(),
+                        torch.randint(3, 60, (1 + i % 5,), generator=g).tolist(), None, "stop", "", i // 2)
+             for i in range(6)]
+    batch = build_batch(comps, [0.0] * 6, tok.pad_token_id)
+    s = settings(load_config(overrides=["rollout.temperature=0.7", "train.micro_batch_size=4"]))
+    c = SimpleNamespace(model=model, device=torch.device("cpu"), ref_model=None, tokenizer=tok)
+    both = compute_extras(frozenset({"old_logp", "entropy"}), c, batch, s, comps, [], "")
+    ref = batch_logprobs(model, batch, s)
+    torch.testing.assert_close(both["old_logp"], ref, rtol=0, atol=1e-6)
+    alone = token_statistics(model, batch, 0.7, 4, s.chunk_tokens, ["entropy"])
+    torch.testing.assert_close(both["entropy"], alone["entropy"], rtol=0, atol=0)
