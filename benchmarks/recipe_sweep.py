@@ -14,7 +14,8 @@ compare like with like. Printed per recipe:
 - ``s/step`` and its ratio to GRPO's, measured in the same process.
 
 A recipe that fails (bad config for this task, an error during training) is listed with its error and the
-script carries on. Recipes that need another task (``tac`` needs a mixture) are run on what they name.
+script carries on. ``tac`` needs a task mixture: it runs on the demo's additions mixed with
+multiplications (weights 3 : 1).
 Short runs say whether each recipe trains and what it costs; they are not a ranking of the methods — use
 ``rlvr compare`` with several seeds for that.
 """
@@ -44,10 +45,15 @@ def _sft_start(root: Path, base: list[str]) -> Path:
     return out / "model"
 
 
+NEEDS_TASK = {"tac": ["task.name=mixture",
+                     "task.tasks=[{task: {name: arithmetic}, weight: 3, name: add},"
+                     " {task: {name: arithmetic, ops: ['*']}, name: mul}]"]}
+
+
 def _run(name: str, root: Path, model_dir: Path, steps: int, base: list[str]) -> dict:
     from rlvr.train.run import train
 
-    over = base + [f"out={root / name}", f"model.path={model_dir}", "sft.steps=0", f"train.steps={steps}",
+    over = NEEDS_TASK.get(name, []) + base + [f"out={root / name}", f"model.path={model_dir}", "sft.steps=0", f"train.steps={steps}",
                    "train.eval_every=0", "train.checkpoint_every=0"]
     cfg = load_config(overrides=over, recipe=name)
     t0 = time.perf_counter()
@@ -73,6 +79,8 @@ def main() -> None:
     ap.add_argument("--eval-examples", type=int, default=100, help="held-out problems for before/after accuracy")
     ap.add_argument("--out", type=Path, default=None, help="keep the run directories here")
     ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    help="a config override for every run, e.g. optim.lr=1e-4 (repeatable)")
     args = ap.parse_args()
     import transformers
 
@@ -84,7 +92,7 @@ def main() -> None:
     names = ["grpo", *[n for n in names if n != "grpo"]]
     root = args.out or Path(tempfile.mkdtemp(prefix="rlvr-sweep-"))
     root.mkdir(parents=True, exist_ok=True)
-    base = [f"eval.num_examples={args.eval_examples}"]
+    base = [f"eval.num_examples={args.eval_examples}", *args.overrides]
     t0 = time.perf_counter()
     model_dir = _sft_start(root, base)
     print(f"shared SFT start: {model_dir} ({time.perf_counter() - t0:.0f} s)", flush=True)
