@@ -16,6 +16,8 @@ from tests.test_budget import rig
 SIZES = [1, 2, 5, 3, 9]  # a group of one, a pair, and larger groups of different sizes
 T = 6
 PER_TOKEN_EXTRAS = {"old_logp", "teacher_logp", "neg_teacher_logp", "ref_logp"}
+NONNEG_TOKEN_EXTRAS = {"entropy"}  # per-token, >= 0
+ROW_EXTRAS = {"hidden": 8}  # per-row vectors of this width
 
 
 def ragged_batch(seed=0):
@@ -30,10 +32,13 @@ def ragged_batch(seed=0):
 
 
 def _extras(entry, n, gen):
-    missing = set(entry.needs) - PER_TOKEN_EXTRAS - getattr(reg, "FLAGS", set())
+    missing = set(entry.needs) - PER_TOKEN_EXTRAS - NONNEG_TOKEN_EXTRAS - set(ROW_EXTRAS) - getattr(reg, "FLAGS", set())
     if missing:
         pytest.skip(f"needs extras of unknown shape: {sorted(missing)}")
-    return {k: -torch.rand(n, T, generator=gen) for k in entry.needs if k in PER_TOKEN_EXTRAS}
+    out = {k: -torch.rand(n, T, generator=gen) for k in entry.needs if k in PER_TOKEN_EXTRAS}
+    out.update({k: torch.rand(n, T, generator=gen) for k in entry.needs if k in NONNEG_TOKEN_EXTRAS})
+    out.update({k: torch.randn(n, w, generator=gen) for k, w in ROW_EXTRAS.items() if k in entry.needs})
+    return out
 
 
 def _params(entry):
