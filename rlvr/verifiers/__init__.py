@@ -34,7 +34,7 @@ def _exact(p: Params) -> ExactMatchVerifier:
 
 
 # the task-family verifiers register themselves on import
-from rlvr.verifiers import code, countdown, format, math, rubric, sql, table, toolcall, vla  # noqa: E402,F401
+from rlvr.verifiers import code, countdown, format, math, rubric, sql, table, table_ff, toolcall, vla  # noqa: E402,F401
 
 __all__ = ["VERIFIERS", "BaseVerifier", "ExactMatchVerifier", "NumericVerifier", "Verifier", "build_verifier",
            "extract_answer", "from_callable", "load_callable", "parse_number", "validate_verifier"]

@@ -9,7 +9,7 @@ import pytest
 
 from rlvr.core.types import Example
 from rlvr.verifiers import build_verifier
-from rlvr.verifiers.table import TableFFVerifier, extract_free_form
+from rlvr.verifiers.table_ff import TableFFVerifier, extract_free_form
 from rlvr.verifiers.textmetrics import porter_stem, rouge_l, rouge_tokenize, sentence_bleu, tokenize_13a
 
 REF = "the cat sat on the mat"
