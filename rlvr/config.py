@@ -146,6 +146,9 @@ class DynamicSamplingConfig(Section):
     enabled: bool = Field(False, description="drop zero-variance groups and resample")
     metric: Literal["reward", "correct"] = Field(
         "reward", description="what must vary inside a kept group: the training reward or correctness (verl's acc)")
+    drop: Literal["constant", "all_correct"] = Field(
+        "constant", description="which groups to drop: every constant one (DAPO), or only all-correct ones "
+                               "(NGRPO's filter_groups all_correct, for advantages that learn from all-wrong groups)")
     max_rounds: int = Field(3, gt=0, description="generation rounds per step at most (the first included)")
     batch_prompts: int | None = Field(None, gt=0, description="prompts per extra round (default: prompts_per_step)")
     on_shortfall: Literal["proceed", "error"] = Field(

@@ -83,6 +83,17 @@ def test_filter_keeps_only_groups_with_signal():
     assert ro.metrics["rollout/informative_groups"] == 1 and ro.metrics["rollout/filled_frac"] == pytest.approx(1 / 3)
 
 
+def test_all_correct_filter_keeps_all_wrong_groups():
+    """NGRPO's filter: only all-correct groups leave; all-wrong ones stay (its advantage learns from them)."""
+    cfg, c = components([[ALL_RIGHT, ALL_WRONG, MIXED]],
+                        ["rollout.prompts_per_step=3", "algorithm.dynamic_sampling.enabled=true",
+                         "algorithm.dynamic_sampling.max_rounds=1", "algorithm.dynamic_sampling.metric=correct",
+                         "algorithm.dynamic_sampling.drop=all_correct"], verifier=StartsWithA())
+    ro = collect_rollouts(cfg, c, 0, lambda r: r)
+    assert [x.text for x in ro.completions] == ALL_WRONG + MIXED
+    assert load_config(recipe="ngrpo").algorithm.dynamic_sampling.drop == "all_correct"
+
+
 def test_resamples_until_full_then_stops():
     # two prompts wanted; each round yields one informative group out of two
     rounds = [[MIXED, ALL_WRONG], [ALL_RIGHT, MIXED], [MIXED, MIXED]]

@@ -182,9 +182,16 @@ def _spend_metrics(c, r: Rollouts, spent: _Spent, reused: int) -> dict[str, floa
     return out
 
 
-def _informative(r: Rollouts, metric: str, singletons: bool = True) -> list[int]:
+def _informative(r: Rollouts, metric: str, singletons: bool = True, drop: str = "constant") -> list[int]:
     """Indices of requests whose groups are not constant in ``metric`` (a group of one counts as informative
-    when ``singletons``, as DAPO keeps it)."""
+    when ``singletons``, as DAPO keeps it); with ``drop="all_correct"``, of groups not entirely correct."""
+    if drop == "all_correct":
+        correct = [s.components.get("correct", 0.0) >= 1.0 for s in r.scores]
+        solved = [True] * len(r.requests)
+        for comp, ok in zip(r.completions, correct):
+            solved[comp.group] = solved[comp.group] and ok
+        present = {comp.group for comp in r.completions}
+        return [g for g in range(len(r.requests)) if g in present and not solved[g]]
     values = torch.tensor([s.components.get("correct", 0.0) for s in r.scores] if metric == "correct"
                           else r.rewards, dtype=torch.float64)
     groups = torch.tensor([comp.group for comp in r.completions], dtype=torch.long)
@@ -217,7 +224,7 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
     current = first
     while True:
         rounds += 1
-        keep = _informative(current, ds.metric)[: want - have]
+        keep = _informative(current, ds.metric, drop=ds.drop)[: want - have]
         part = _keep(current, keep, have)
         parts.append(part)
         have += len(keep)
