@@ -22,6 +22,7 @@ import rlvr.tasks  # noqa: F401
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGATIONS, CLIP_RULES, CORRECTIONS,
                                      KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
+from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.models.loading import ModelConfig
 from rlvr.optim import OPTIMIZERS
 from rlvr.registry import Params, Registry, RegistryError
@@ -341,47 +342,6 @@ def _lookup(cfg: BaseModel, dotted: str) -> Any:
     return cfg
 
 
-def _parse_value(text: str) -> Any:
-    """YAML scalar parsing, plus floats such as ``1e-4`` that YAML 1.1 reads as strings."""
-    value = yaml.safe_load(text)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping."""
-    raw = yaml.safe_load(yaml.safe_dump(raw)) or {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError([f"--set {item!r}: expected KEY=VALUE, e.g. algorithm.objective.clip_high=0.28"])
-        parts = key.strip().split(".")
-        node = raw
-        for part in parts[:-1]:
-            nxt = node.get(part)
-            if isinstance(nxt, str):  # a component given by name only: {name: nxt}
-                nxt = {"name": nxt}
-            node[part] = nxt if isinstance(nxt, dict) else {}
-            node = node[part]
-        node[parts[-1]] = _parse_value(value)
-    return raw
-
-
-def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``top`` over ``base`` (mappings merge, anything else replaces)."""
-    out = dict(base)
-    for k, v in top.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and "name" not in v:
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
                 base: dict[str, Any] | None = None, recipe: str | None = None) -> RunConfig:
     """Validate recipe, then YAML (or ``base``), then overrides into a frozen :class:`RunConfig`.
@@ -392,7 +352,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if recipe is not None:
         from rlvr.recipes import load_recipe
 
-        raw = _merge(load_recipe(recipe), raw)
+        raw = merge_configs(load_recipe(recipe), raw)
     if path is not None:
         p = Path(path)
         if not p.is_file():
@@ -403,7 +363,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError([f"{p}: invalid YAML: {e}"]) from None
         if not isinstance(loaded, dict):
             raise ConfigError([f"{p}: expected a mapping at the top level"])
-        raw = _merge(raw, loaded)
+        raw = merge_configs(raw, loaded)
     raw = apply_overrides(raw, overrides or [])
     try:
         return RunConfig.model_validate(raw)

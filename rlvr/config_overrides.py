@@ -1,0 +1,52 @@
+"""Dotted ``--set`` overrides and the deep merge of recipe, config file and overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from rlvr.config_errors import ConfigError
+
+__all__ = ["apply_overrides", "merge_configs"]
+
+
+def _parse_value(text: str) -> Any:
+    """YAML scalar parsing, plus floats such as ``1e-4`` that YAML 1.1 reads as strings."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping."""
+    raw = yaml.safe_load(yaml.safe_dump(raw)) or {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError([f"--set {item!r}: expected KEY=VALUE, e.g. algorithm.objective.clip_high=0.28"])
+        parts = key.strip().split(".")
+        node = raw
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if isinstance(nxt, str):  # a component given by name only: {name: nxt}
+                nxt = {"name": nxt}
+            node[part] = nxt if isinstance(nxt, dict) else {}
+            node = node[part]
+        node[parts[-1]] = _parse_value(value)
+    return raw
+
+
+def merge_configs(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``top`` over ``base`` (mappings merge, anything else replaces)."""
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and "name" not in v:
+            out[k] = merge_configs(out[k], v)
+        else:
+            out[k] = v
+    return out
