@@ -328,11 +328,14 @@ def needs_reference(cfg: "RunConfig") -> bool:
     return cfg.algorithm.kl.coef > 0 or "ref_logp" in algorithm_needs(cfg)
 
 
-def algorithm_needs(cfg: "RunConfig") -> frozenset[str]:
-    """The union of the extra tensors (``needs``) the run's components request."""
+def algorithm_needs(cfg: "RunConfig", step: int | None = None) -> frozenset[str]:
+    """The union of the extra tensors (``needs``) the run's components request; with ``step``, only those of
+    components active at that step (see ``Registry.register(active=...)``)."""
     needs: set[str] = set()
     for _, registry, comp in configured_components(cfg):
-        needs |= registry.get(comp.name).needs
+        entry = registry.get(comp.name)
+        if step is None or entry.active is None or entry.active(comp.params, step):
+            needs |= entry.needs
     return frozenset(needs)
 
 

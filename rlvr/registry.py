@@ -33,6 +33,7 @@ class RegistryError(KeyError):
 
 Check = Callable[[Any, Any], list[str]]  # (run config, params) -> reasons the combination is invalid
 StateFactory = Callable[[Any], Any]  # params -> a fresh state object with state_dict() / load_state_dict()
+Active = Callable[[Any, int], bool]  # (params, step) -> False when the component is the identity at that step
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Entry(Generic[F]):
     check: Check | None = None
     state: StateFactory | None = None
     needs: frozenset[str] = frozenset()
+    active: Active | None = None
 
 
 class Registry(Generic[F]):
@@ -54,8 +56,8 @@ class Registry(Generic[F]):
         self._entries: dict[str, Entry[F]] = {}
 
     def register(self, name: str, params: type[Params] = Params, check: Check | None = None,
-                 state: StateFactory | None = None, needs: tuple[str, ...] | frozenset[str] = ()
-                 ) -> Callable[[F], F]:
+                 state: StateFactory | None = None, needs: tuple[str, ...] | frozenset[str] = (),
+                 active: Active | None = None) -> Callable[[F], F]:
         """Decorator registering ``fn`` under ``name``; a second registration of a name fails.
 
         ``check(run_config, params)`` returns the reasons this component cannot work with the rest of a run's
@@ -64,13 +66,16 @@ class Registry(Generic[F]):
         anchor, a learned probe, dual variables); the function then receives it as a third argument and the
         trainer saves it in checkpoints. ``needs`` names the extra per-batch tensors the component reads
         (see :mod:`rlvr.train.extras`), which the trainer computes only when some component asks for them.
+        ``active(params, step)`` (transforms only) returns False at steps where the component is the identity
+        (a weight schedule that reached 0): the trainer then skips it and the extra passes it needs.
         """
 
         def deco(fn: F) -> F:
             if name in self._entries:
                 raise RegistryError(f"{self.kind} {name!r} is already registered")
             doc = (fn.__doc__ or "").strip().splitlines()
-            self._entries[name] = Entry(name, fn, params, doc[0] if doc else "", check, state, frozenset(needs))
+            self._entries[name] = Entry(name, fn, params, doc[0] if doc else "", check, state, frozenset(needs),
+                                        active)
             return fn
 
         return deco

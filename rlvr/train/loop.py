@@ -77,6 +77,11 @@ def _score_components(scores) -> dict[str, torch.Tensor]:
     return {k: torch.tensor([float(sc.components.get(k, 0.0)) for sc in scores], dtype=torch.float64) for k in keys}
 
 
+def _active(registry, comp, step: int) -> bool:
+    entry = registry.get(comp.name)
+    return entry.active is None or bool(entry.active(comp.params, step))
+
+
 def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSettings,
                 known: dict[str, torch.Tensor] | None = None):
     """Extras -> reward transforms -> advantage estimator -> advantage transforms; returns the batch with
@@ -84,7 +89,9 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSe
     already computed (the reference log-probs of a KL penalty in the reward), which are not recomputed."""
     alg, state = cfg.algorithm, c.algo_state
     known = {**({"old_logp": batch.old_logp} if batch.old_logp is not None else {}), **(known or {})}
-    needs = algorithm_needs(cfg) - FLAGS
+    rtf = [(i, comp) for i, comp in enumerate(alg.reward_transforms) if _active(REWARD_TRANSFORMS, comp, step)]
+    atf = [(i, comp) for i, comp in enumerate(alg.advantage_transforms) if _active(ADVANTAGE_TRANSFORMS, comp, step)]
+    needs = algorithm_needs(cfg, step) - FLAGS
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     extras = {k: known[k].cpu() for k in needs & set(known)}
     todo = needs - set(known)
@@ -94,7 +101,7 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSe
     total = max(cfg.train.steps, 1)
     metrics: dict[str, float] = {}
     rewards = batch.rewards
-    for i, comp in enumerate(alg.reward_transforms):
+    for i, comp in rtf:
         inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, None, comps, extras, step, total)
         rewards, m = call(REWARD_TRANSFORMS.get(comp.name), inp, comp.params,
                           state.get(f"algorithm.reward_transforms.{i}"))
@@ -106,7 +113,7 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSe
                alg.advantage.params, state.get("algorithm.advantage"))
     if adv.dim() == 1:
         adv = adv[:, None] * batch.completion_mask
-    for i, comp in enumerate(alg.advantage_transforms):
+    for i, comp in atf:
         inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, adv, comps, extras, step, total)
         adv, m = call(ADVANTAGE_TRANSFORMS.get(comp.name), inp, comp.params,
                       state.get(f"algorithm.advantage_transforms.{i}"))

@@ -213,3 +213,23 @@ def test_fg_expo_akl_recipe_moves_the_kl_coefficient_with_accuracy(tmp_path):
     assert m1["kl_coef"] == pytest.approx(want, rel=1e-9)
     assert all(math.isfinite(v) for m in out["metrics"] for v in m.values())
     assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
+
+
+def test_cepo_skips_itself_and_its_teacher_passes_once_lambda_is_zero(tmp_path, monkeypatch):
+    """With warmup 2, steps 0 and 1 run both teacher forwards; from step 2 (lambda 0, weight exactly 1) the
+    transform and its passes are skipped."""
+    import rlvr.train.loop as loop_mod
+    from tests.methods.helpers import run_recipe_steps
+
+    requested = []
+    real = loop_mod.compute_extras
+
+    def spy(needs, *args, **kw):
+        requested.append(set(needs))
+        return real(needs, *args, **kw)
+
+    monkeypatch.setattr(loop_mod, "compute_extras", spy)
+    out = run_recipe_steps("cepo", tmp_path, steps=4, overrides=["algorithm.advantage_transforms=[{name: cepo, "
+                                                                 "lam0: 0.5, warmup: 2}]"])
+    assert [("teacher_logp" in r and "neg_teacher_logp" in r) for r in requested] == [True, True]
+    assert [("advantage_transform/cepo/lambda" in m) for m in out["metrics"]] == [True, True, False, False]

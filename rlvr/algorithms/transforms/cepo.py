@@ -16,8 +16,8 @@ wrong one less likely:
 ``step`` is the RL step from 0 (the reference uses lam0 at its first step and decays after each step, the
 same sequence), so the schedule is a pure function of the step and a resumed run continues it. Defaults are
 the paper's script (``experiments/geo/cepo.sh``: lam0 0.5, 25 steps, eps_w 0.2); the code's config defaults
-are lam0 1.0, warmup 100. Deviation: the reference skips the teacher passes once lambda is 0; here they run
-every step (the weight is then exactly 1).
+are lam0 1.0, warmup 100. As in the reference, once lambda is 0 the transform (then exactly the identity)
+and its teacher passes are skipped.
 RLSD (arXiv:2604.03128, the method CEPO extends) is the same weight with the student in place of the
 negative teacher: ``delta_t = teacher_logp - old_logp`` (transform ``rlsd``).
 Cost: one extra policy forward per teacher (CEPO 2, RLSD 1 + the old log-probs) over prompt + hint + completion.
@@ -68,13 +68,20 @@ def _apply(inp: TransformInputs, delta: torch.Tensor, p: TeacherCreditParams) ->
     }
 
 
-@ADVANTAGE_TRANSFORMS.register("cepo", TeacherCreditParams, needs=("teacher_logp", "neg_teacher_logp"))
+def _lambda_positive(p: TeacherCreditParams, step: int) -> bool:
+    """At lambda 0 the weight is exactly 1: the transform and its teacher passes are skipped."""
+    return lambda_at(p, step) > 0.0
+
+
+@ADVANTAGE_TRANSFORMS.register("cepo", TeacherCreditParams, needs=("teacher_logp", "neg_teacher_logp"),
+                               active=_lambda_positive)
 def cepo(inp: TransformInputs, p: TeacherCreditParams) -> TransformOutput:
     """CEPO: weight each token by the positive-vs-negative teacher log-prob contrast."""
     return _apply(inp, inp.extras["teacher_logp"] - inp.extras["neg_teacher_logp"], p)
 
 
-@ADVANTAGE_TRANSFORMS.register("rlsd", TeacherCreditParams, needs=("teacher_logp", "old_logp"))
+@ADVANTAGE_TRANSFORMS.register("rlsd", TeacherCreditParams, needs=("teacher_logp", "old_logp"),
+                               active=_lambda_positive)
 def rlsd(inp: TransformInputs, p: TeacherCreditParams) -> TransformOutput:
     """RLSD: weight each token by the teacher-vs-student log-prob difference."""
     return _apply(inp, inp.extras["teacher_logp"] - inp.extras["old_logp"], p)
