@@ -14,7 +14,7 @@ from rlvr.models.loading import load_model
 from rlvr.train.loop import rl_step
 from rlvr.train.run import _components, build_task, seed_everything
 
-__all__ = ["TINY", "tiny_overrides", "run_recipe_steps"]
+__all__ = ["TINY", "tiny_overrides", "run_recipe_steps", "recipe_trains"]
 
 # a tiny model and short completions; ``tiny_overrides`` adds a user's JSONL data with a partial-credit
 # reward (the fraction of the answer's 12 letters present in the completion), so groups have reward variance
@@ -49,3 +49,14 @@ def run_recipe_steps(recipe: str, tmp_path: Path, steps: int = 2, overrides: lis
     metrics = [rl_step(cfg, c, step) for step in range(steps)]
     after = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return {"cfg": cfg, "c": c, "metrics": metrics, "before": before, "after": after}
+
+
+def recipe_trains(name: str, tmp_path: Path, keys, overrides=()) -> dict:
+    """Two real steps of ``name``: the metrics ``keys`` are finite and some weight changed."""
+    import math
+
+    out = run_recipe_steps(name, tmp_path, overrides=list(overrides))
+    for m in out["metrics"]:
+        assert all(math.isfinite(m[k]) for k in keys), m
+    assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
+    return out

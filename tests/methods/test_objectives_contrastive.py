@@ -12,7 +12,8 @@ from rlvr.algorithms.objectives.f_grpo import FGRPOParams
 from rlvr.algorithms.objectives.real import REALParams
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs
 from rlvr.config import load_config, needs_reference
-from tests.methods.helpers import run_recipe_steps
+from tests.methods.helpers import recipe_trains
+from tests.methods.seed_support import BINARY
 
 F64 = torch.float64
 
@@ -29,20 +30,7 @@ def one_token(values, old_value=-1.0):
     return logp, old, torch.ones_like(old)
 
 
-def parity_reward(prompts, completions, answers, **kw):
-    """Binary reward, about half the random completions correct: groups with both labels every step."""
-    return [float(sum(map(ord, c)) % 2 == 0) for c in completions]
-
-
-PARITY = f"task.verifier={__name__}:parity_reward"
-
-
-def recipe_trains(name, tmp_path, keys, overrides=()):
-    out = run_recipe_steps(name, tmp_path, overrides=list(overrides))
-    for m in out["metrics"]:
-        assert all(math.isfinite(m[k]) for k in keys), m
-    assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
-    return out
+PARITY = BINARY[0]  # a binary reward with both labels in most groups
 
 
 def random_group_batch(seed, n=8, t=6):

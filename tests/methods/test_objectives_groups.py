@@ -13,7 +13,8 @@ from rlvr.algorithms.objectives.ppo_clip import PPOClipParams
 from rlvr.algorithms.objectives.tpo import TPOParams
 from rlvr.algorithms.objectives.wapo import WAPOParams
 from rlvr.algorithms.registry import OBJECTIVES, AggregationInputs, ObjectiveInputs
-from tests.methods.helpers import run_recipe_steps
+from tests.methods.helpers import recipe_trains
+from tests.methods.seed_support import BINARY
 
 F64 = torch.float64
 
@@ -23,20 +24,7 @@ def call(name, params, logp, old, adv, mask, group_index, rewards=None, **kw):
     return OBJECTIVES.get(name).fn(inp, params)
 
 
-def parity_reward(prompts, completions, answers, **kw):
-    """Binary reward, about half the random completions correct: groups with both labels every step."""
-    return [float(sum(map(ord, c)) % 2 == 0) for c in completions]
-
-
-PARITY = f"task.verifier={__name__}:parity_reward"
-
-
-def recipe_trains(name, tmp_path, keys, overrides=()):
-    out = run_recipe_steps(name, tmp_path, overrides=list(overrides))
-    for m in out["metrics"]:
-        assert all(math.isfinite(m[k]) for k in keys), m
-    assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
-    return out
+PARITY = BINARY[0]  # a binary reward with both labels in most groups
 
 
 # --- B15: WAPO -------------------------------------------------------------------------------------
