@@ -31,9 +31,6 @@ Usage: python benchmarks/trl_speed.py [--steps 15] [--warmup 3] [--prompts 16] [
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import pstats
 import random
 import statistics
 import tempfile
@@ -51,6 +48,7 @@ from rlvr.tasks.base import Task, WeightedVerifier
 from rlvr.train.loop import rl_step
 from rlvr.train.run import _components
 from rlvr.verifiers.base import from_callable
+from trl_speed_support import SamplingCheck, profile_rlvr  # this script's folder is on sys.path
 
 CLIP = 0.2
 MAX_GRAD_NORM = 1.0
@@ -91,42 +89,6 @@ class Phases:
     def median(self, name: str, skip: int) -> float:
         v = self.t.get(name, [])[skip:]
         return statistics.median(v) if v else float("nan")
-
-
-class SamplingCheck:
-    """Records which logits processors each framework's ``generate`` applies (during the warm-up only): the
-    three must sample from the same distribution with the same per-token work (e.g. transformers adds top-k
-    50 unless told ``top_k=0``)."""
-
-    label = ""
-    seen: dict[str, set] = defaultdict(set)
-    _orig = None
-
-    @classmethod
-    def start(cls) -> None:
-        from transformers.generation.logits_process import LogitsProcessorList
-
-        cls._orig = orig = LogitsProcessorList.__call__
-
-        def call(self, *args, **kw):
-            cls.seen[cls.label].add(tuple(type(p).__name__ for p in self))
-            return orig(self, *args, **kw)
-
-        LogitsProcessorList.__call__ = call
-
-    @classmethod
-    def stop(cls) -> None:
-        if cls._orig is not None:
-            from transformers.generation.logits_process import LogitsProcessorList
-
-            LogitsProcessorList.__call__, cls._orig = cls._orig, None
-
-    @classmethod
-    def verify(cls) -> str:
-        kinds = {frozenset(v) for v in cls.seen.values()}
-        if len(kinds) != 1 or len(next(iter(kinds))) != 1:
-            raise RuntimeError(f"the frameworks sample differently: {dict(cls.seen)}")
-        return ", ".join(next(iter(next(iter(kinds)))))
 
 
 # ---------------------------------------------------------------------------------------------- floor
@@ -339,74 +301,6 @@ def report(a, runners: dict[str, Phases]) -> None:
     print(f"{'rlvr / floor':14}{rw / fw:7.3f}{rc / fc:7.3f}")
 
 
-# (label, file suffix, function name): rlvr's step split into nested parts, read off cProfile's cumulative times
-PROFILE_PARTS = (
-    ("rl_step", "rlvr/train/loop.py", "rl_step"),
-    ("hf generate", "transformers/generation/utils.py", "generate"),
-    ("hf engine", "rlvr/rollout/hf.py", "_generate_chunk"),
-    ("rollouts", "rlvr/train/rollouts.py", "collect_rollouts"),
-    ("scoring", "rlvr/tasks/scoring.py", "score_many"),
-    ("build_batch", "rlvr/core/batch.py", "build_batch"),
-    ("no-grad log-probs", "rlvr/train/update.py", "batch_logprobs"),
-    ("update_policy", "rlvr/train/update.py", "update_policy"),
-    ("log-probs fwd", "rlvr/models/logprobs.py", "completion_logprobs"),
-    ("micro loss", "rlvr/train/update.py", "_micro_loss"),
-    ("backward", "torch/_tensor.py", "backward"),
-    ("clip grad", "torch/nn/utils/clip_grad.py", "clip_grad_norm_"),
-    ("optimizer", "torch/optim/adam.py", "step"),
-)
-
-
-def _cumulative(stats: pstats.Stats) -> dict[str, float]:
-    out = dict.fromkeys((label for label, _, _ in PROFILE_PARTS), 0.0)
-    for (file, _, func), (_, _, _, ct, _) in stats.stats.items():
-        for label, suffix, name in PROFILE_PARTS:
-            if func == name and file.replace("\\", "/").endswith(suffix):
-                out[label] = max(out[label], ct)  # recursive wrappers repeat a function: keep the outermost
-    return out
-
-
-def profile_rlvr(a, prompts: list[str]) -> None:
-    """cProfile of ``--steps`` rlvr steps after the warm-up: where rlvr's step time goes."""
-    r = Rlvr(a, prompts)
-    for _ in range(a.warmup):
-        r.step()
-    prof = cProfile.Profile(time.process_time)  # CPU time: other processes on the machine do not count
-    prof.enable()
-    for _ in range(a.steps):
-        r.step()
-    prof.disable()
-    stats = pstats.Stats(prof)
-    c = _cumulative(stats)
-    total = c["rl_step"]
-    rows = [
-        ("generate: transformers generate", c["hf generate"]),
-        ("generate: rlvr engine (log-probs, Completions)", c["hf engine"] - c["hf generate"]),
-        ("rollouts: sampler, allocator, metrics", c["rollouts"] - c["hf engine"] - c["scoring"]),
-        ("scoring (reward function)", c["scoring"]),
-        ("build_batch", c["build_batch"]),
-        ("no-grad log-probs (old / reference)", c["no-grad log-probs"]),
-        ("update: log-prob forward (trunk, head, entropy)", c["log-probs fwd"]),
-        ("update: loss, aggregation, metrics", c["micro loss"] - c["log-probs fwd"]),
-        ("update: backward", c["backward"]),
-        ("update: clip grad norm", c["clip grad"]),
-        ("update: AdamW step", c["optimizer"]),
-        ("update: the rest (minibatching, coefficients)", c["update_policy"] - c["micro loss"] - c["backward"]
-         - c["clip grad"] - c["optimizer"]),
-    ]
-    rows.append(("rl_step: the rest (advantages, metrics, ...)", total - sum(v for _, v in rows)))
-    print(f"\n=== where rlvr's step goes (cProfile, CPU s/step over {a.steps} steps; cProfile's own overhead "
-          f"inflates the Python-heavy parts, generate most) ===")
-    for label, v in rows:
-        print(f"  {label:52}{v / a.steps:7.3f} {100 * v / total:6.1f}%")
-    print(f"  {'total':52}{total / a.steps:7.3f}")
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(15)
-    print("\n=== top functions by own time ===")
-    text = buf.getvalue()
-    print(text[text.find("   ncalls"):].rstrip())
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=15, help="timed steps of each")
@@ -462,7 +356,7 @@ def main() -> None:
     print(f"sampling: the same logits processors in all: {SamplingCheck.verify()}")
     report(a, runners)
     if a.profile:
-        profile_rlvr(a, prompts)
+        profile_rlvr(a, Rlvr(a, prompts))
 
 
 if __name__ == "__main__":

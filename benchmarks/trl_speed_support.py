@@ -1,0 +1,120 @@
+"""``trl_speed.py``'s checks and profiler: that the three frameworks sample alike, and (``--profile``) where
+rlvr's GRPO step time goes, from cProfile's cumulative CPU times."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+from collections import defaultdict
+
+__all__ = ["SamplingCheck", "profile_rlvr"]
+
+
+class SamplingCheck:
+    """Records which logits processors each framework's ``generate`` applies (during the warm-up only): the
+    three must sample from the same distribution with the same per-token work (e.g. transformers adds top-k
+    50 unless told ``top_k=0``). rlvr's engine records behaviour log-probs in a processor that applies the
+    temperature and top-p warpers itself; the warpers it applies are what is compared."""
+
+    label = ""
+    seen: dict[str, set] = defaultdict(set)
+    _orig = None
+
+    @classmethod
+    def start(cls) -> None:
+        from transformers.generation.logits_process import LogitsProcessorList
+
+        cls._orig = orig = LogitsProcessorList.__call__
+
+        def names(p) -> list[str]:  # rlvr's log-prob recorder applies temperature / top-p itself: count those
+            inner = getattr(p, "warpers", None)
+            return [type(w).__name__ for w in inner] if inner is not None else [type(p).__name__]
+
+        def call(self, *args, **kw):
+            cls.seen[cls.label].add(tuple(n for p in self for n in names(p)))
+            return orig(self, *args, **kw)
+
+        LogitsProcessorList.__call__ = call
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls._orig is not None:
+            from transformers.generation.logits_process import LogitsProcessorList
+
+            LogitsProcessorList.__call__, cls._orig = cls._orig, None
+
+    @classmethod
+    def verify(cls) -> str:
+        kinds = {frozenset(v) for v in cls.seen.values()}
+        if len(kinds) != 1 or len(next(iter(kinds))) != 1:
+            raise RuntimeError(f"the frameworks sample differently: {dict(cls.seen)}")
+        return ", ".join(next(iter(next(iter(kinds)))))
+
+
+# (label, file suffix, function name): rlvr's step split into nested parts, read off cProfile's cumulative times
+PROFILE_PARTS = (
+    ("rl_step", "rlvr/train/loop.py", "rl_step"),
+    ("hf generate", "transformers/generation/utils.py", "generate"),
+    ("hf engine", "rlvr/rollout/hf.py", "_generate_chunk"),
+    ("rollouts", "rlvr/train/rollouts.py", "collect_rollouts"),
+    ("scoring", "rlvr/tasks/scoring.py", "score_many"),
+    ("build_batch", "rlvr/core/batch.py", "build_batch"),
+    ("no-grad log-probs", "rlvr/train/update.py", "batch_logprobs"),
+    ("update_policy", "rlvr/train/update.py", "update_policy"),
+    ("log-probs fwd", "rlvr/models/logprobs.py", "completion_logprobs"),
+    ("micro loss", "rlvr/train/update.py", "_micro_loss"),
+    ("backward", "torch/_tensor.py", "backward"),
+    ("clip grad", "torch/nn/utils/clip_grad.py", "clip_grad_norm_"),
+    ("optimizer", "torch/optim/adam.py", "step"),
+)
+
+
+def _cumulative(stats: pstats.Stats) -> dict[str, float]:
+    out = dict.fromkeys((label for label, _, _ in PROFILE_PARTS), 0.0)
+    for (file, _, func), (_, _, _, ct, _) in stats.stats.items():
+        for label, suffix, name in PROFILE_PARTS:
+            if func == name and file.replace("\\", "/").endswith(suffix):
+                out[label] = max(out[label], ct)  # recursive wrappers repeat a function: keep the outermost
+    return out
+
+
+def profile_rlvr(a, r) -> None:
+    """cProfile of ``a.steps`` steps of the rlvr runner ``r`` after ``a.warmup``: where rlvr's step time goes."""
+    for _ in range(a.warmup):
+        r.step()
+    prof = cProfile.Profile(time.process_time)  # CPU time: other processes on the machine do not count
+    prof.enable()
+    for _ in range(a.steps):
+        r.step()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    c = _cumulative(stats)
+    total = c["rl_step"]
+    rows = [
+        ("generate: transformers generate", c["hf generate"]),
+        ("generate: rlvr engine (log-probs, Completions)", c["hf engine"] - c["hf generate"]),
+        ("rollouts: sampler, allocator, metrics", c["rollouts"] - c["hf engine"] - c["scoring"]),
+        ("scoring (reward function)", c["scoring"]),
+        ("build_batch", c["build_batch"]),
+        ("no-grad log-probs (old / reference)", c["no-grad log-probs"]),
+        ("update: log-prob forward (trunk, head, entropy)", c["log-probs fwd"]),
+        ("update: loss, aggregation, metrics", c["micro loss"] - c["log-probs fwd"]),
+        ("update: backward", c["backward"]),
+        ("update: clip grad norm", c["clip grad"]),
+        ("update: AdamW step", c["optimizer"]),
+        ("update: the rest (minibatching, coefficients)", c["update_policy"] - c["micro loss"] - c["backward"]
+         - c["clip grad"] - c["optimizer"]),
+    ]
+    rows.append(("rl_step: the rest (advantages, metrics, ...)", total - sum(v for _, v in rows)))
+    print(f"\n=== where rlvr's step goes (cProfile, CPU s/step over {a.steps} steps; cProfile's own overhead "
+          f"inflates the Python-heavy parts, generate most) ===")
+    for label, v in rows:
+        print(f"  {label:52}{v / a.steps:7.3f} {100 * v / total:6.1f}%")
+    print(f"  {'total':52}{total / a.steps:7.3f}")
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(15)
+    print("\n=== top functions by own time ===")
+    text = buf.getvalue()
+    print(text[text.find("   ncalls"):].rstrip())
