@@ -26,7 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
-from rlvr.defab.syntax import CONSTANT_RE, PREDICATE_RE, find_cycle
+from rlvr.defab.graph import find_cycle
+from rlvr.defab.syntax import CONSTANT_RE, PREDICATE_RE
 
 __all__ = ["KB", "KBError", "BUILTIN_KBS", "load_kb", "parse_kb", "kb_dir"]
 

@@ -31,8 +31,8 @@ import re
 from pathlib import Path
 from typing import Optional, Union
 
-from rlvr.defab.syntax import (Atom, Element, Literal, Rule, RuleKind, Superiority, Theory, TheoryError,
-                               find_cycle)
+from rlvr.defab.graph import find_cycle
+from rlvr.defab.syntax import Atom, Element, Literal, Rule, RuleKind, Superiority, Theory, TheoryError
 
 __all__ = ["TheoryParseError", "parse_theory", "load_theory", "parse_statements", "parse_literal", "parse_rule"]
 

@@ -21,6 +21,8 @@ import enum
 import re
 from typing import Iterable, Iterator, Union
 
+from rlvr.defab.graph import find_cycle
+
 __all__ = ["TheoryError", "is_variable", "Atom", "Literal", "RuleKind", "Rule", "Superiority", "Theory",
            "Element"]
 
@@ -382,25 +384,3 @@ def _check_superiority(sup: tuple, by_label: dict) -> None:
     cycle = find_cycle(succ)
     if cycle:
         raise TheoryError("superiority is cyclic: " + " > ".join(cycle))
-
-
-def find_cycle(succ: dict[str, list[str]]) -> list[str]:
-    """A cycle ``[a, b, .., a]`` in a directed graph, or ``[]``; iterative DFS (no recursion limit)."""
-    colour: dict[str, int] = {}
-    for start in succ:
-        if colour.get(start):
-            continue
-        path, stack = [start], [iter(succ.get(start, ()))]
-        colour[start] = 1
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                colour[path.pop()] = 2
-                stack.pop()
-            elif colour.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            elif not colour.get(nxt):
-                colour[nxt] = 1
-                path.append(nxt)
-                stack.append(iter(succ.get(nxt, ())))
-    return []
