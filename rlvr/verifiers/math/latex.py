@@ -22,10 +22,14 @@ in :mod:`.values`.
 
 from __future__ import annotations
 
-import re
-
 import sympy
 
+from .latex_tokens import ATOM_CMDS as _ATOM_CMDS
+from .latex_tokens import FUNCS as _FUNCS
+from .latex_tokens import GREEK as _GREEK
+from .latex_tokens import MULOPS as _MULOPS
+from .latex_tokens import RELOPS as _RELOPS
+from .latex_tokens import tokens as _tokens
 from .values import DIGITS, Alts, Eq, Mat, Rel, Tup, Unsupported, alts, as_expr, as_set, relations_to_set, scientific
 from .values import factorial as _factorial
 from .values import power as _pow
@@ -33,45 +37,6 @@ from .values import power as _pow
 __all__ = ["Unsupported", "Tup", "Eq", "Rel", "Mat", "Alts", "parse_item", "DIGITS"]
 
 MAX_DEPTH = 60
-
-_TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+(?![a-zA-Z]))?)"
-                    r"|(?P<cmd>\\(?:begin|end)\{[a-zA-Z*]+\}|\\[a-zA-Z]+|\\[{}|]|\\\\)"
-                    r"|(?P<word>[a-zA-Z]+)|(?P<op>[-+*/^_!()\[\]{},=<>|&']))")
-_GREEK = set("alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho "
-             "sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega".split())
-_FUNCS = {"sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot, "sec": sympy.sec,
-          "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan, "sinh": sympy.sinh,
-          "cosh": sympy.cosh, "tanh": sympy.tanh, "ln": sympy.log, "exp": sympy.exp,
-          "log": lambda a: sympy.log(a, 10)}
-_RELOPS = {"=": "==", "<": "<", ">": ">", "\\le": "<=", "\\ge": ">=", "\\ne": "!=", "\\in": "in"}
-_MULOPS = ("*", "\\cdot", "\\times", "/", "\\div")
-_ATOM_CMDS = {"\\frac", "\\sqrt", "\\pi", "\\binom", "\\lfloor", "\\lceil", "\\infty", "\\mathbb",
-              "\\begin{pmatrix}", "\\max", "\\min"} | {"\\" + f for f in _FUNCS} | {"\\" + g for g in _GREEK}
-
-
-def _tokens(s: str) -> list[tuple[str, str]]:
-    out, pos = [], 0
-    s = s.rstrip()
-    while pos < len(s):
-        m = _TOKEN.match(s, pos)
-        if not m:
-            raise Unsupported(f"character {s[pos]!r}")
-        kind = m.lastgroup
-        val = m.group(kind)
-        pos = m.end()
-        if kind == "word":  # plain-text names; other letter runs are products (xy) or text (rejected)
-            if val in _FUNCS or val in ("pi", "sqrt", "infty"):
-                out.append(("cmd", "\\" + val))
-            elif val in ("or", "and"):
-                out.append(("word", val))
-            elif len(val) <= 2:
-                out.extend(("id", c) for c in val)
-            else:
-                raise Unsupported(f"text {val!r}")
-        else:
-            out.append((kind, val))
-    return out
-
 
 class _Parser:
     def __init__(self, s: str):
