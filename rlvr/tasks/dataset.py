@@ -113,12 +113,17 @@ def _table_rows(path: Path, fmt: str, split: str | None) -> Iterator[tuple[str, 
         yield f"{path} row {i}", i, row
 
 
-def _example(where: str, row: Any, default_id: str, p: DatasetParams) -> Example:
+def require_fields(where: str, row: Any, keys: tuple[str, ...]) -> None:
+    """A data row must be a JSON object holding ``keys``; else a :class:`DataError` naming ``where``."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    for key in (p.prompt_field, p.answer_field):
+    for key in keys:
         if key not in row:
             raise DataError(f"{where}: missing field {key!r} (fields: {sorted(row)})")
+
+
+def _example(where: str, row: Any, default_id: str, p: DatasetParams) -> Example:
+    require_fields(where, row, (p.prompt_field, p.answer_field))
     prompt, answer = row[p.prompt_field], row[p.answer_field]
     if not (isinstance(prompt, str) and prompt) and not (isinstance(prompt, list) and prompt):
         raise DataError(f"{where}: {p.prompt_field!r} must be a non-empty string or list of messages")

@@ -30,7 +30,7 @@ from pydantic import Field
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
-from rlvr.tasks.dataset import DataError, _jsonl_rows, split_holdout
+from rlvr.tasks.dataset import DataError, _jsonl_rows, require_fields, split_holdout
 from rlvr.verifiers.rubric import PolicyAwareRubric, RubricVerifier, parse_rubric
 
 __all__ = ["RubricTaskParams", "RubricTask", "rubric_task", "read_rubric_examples"]
@@ -58,11 +58,7 @@ class RubricTaskParams(Params):
 
 
 def _example(where: str, row: Any, default_id: str, p: RubricTaskParams) -> Example:
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    for key in (p.prompt_field, p.rubric_field):
-        if key not in row:
-            raise DataError(f"{where}: missing field {key!r} (fields: {sorted(row)})")
+    require_fields(where, row, (p.prompt_field, p.rubric_field))
     prompt, rubric = row[p.prompt_field], row[p.rubric_field]
     if not (isinstance(prompt, (str, list)) and prompt):
         raise DataError(f"{where}: {p.prompt_field!r} must be a non-empty string or list of messages")
