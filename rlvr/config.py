@@ -129,6 +129,9 @@ class ScoringConfig(Section):
     workers: int = Field(1, gt=0, description="threads scoring completions (1: in-line)")
     timeout_s: float = Field(60.0, gt=0.0, description="deadline for scoring one step's completions; "
                                                         "late ones score 0 and count in score/timeouts")
+    max_error_frac: float = Field(0.5, ge=0.0, le=1.0, description="stop the run when the verifier raises on more "
+                                  "than this share of a step's completions (a broken reward function, not bad "
+                                  "output; 1: never stop)")
 
 
 class KLConfig(Section):
@@ -207,6 +210,7 @@ class TrainConfig(Section):
     eval_every: int = Field(100, ge=0, description="held-out eval every K steps (0: only before and after)")
     checkpoint_every: int = Field(250, ge=0, description="checkpoint every K steps (0: only at the end)")
     keep_checkpoints: int = Field(2, gt=0, description="most recent checkpoints kept")
+    threads: int | None = Field(None, gt=0, description="torch CPU threads (null: auto, see docs/cpu-threads.md)")
 
 
 class SFTConfig(Section):
@@ -247,6 +251,10 @@ class DataConfig(Section):
                                                     description="rollout budget allocator (completions per prompt)")
     stats_decay: float = Field(0.5, ge=0.0, lt=1.0, description="decay of the per-prompt pass-rate and reward-"
                                                                 "variance estimates (ema = d ema + (1-d) new)")
+    max_prompt_tokens: int | None = Field(None, gt=0, description="longest prompt in tokens (null: what the "
+                                          "model's context leaves after rollout.max_new_tokens)")
+    prompt_overflow: Literal["error", "drop", "truncate_left"] = Field(
+        "error", description="a prompt over the limit: stop with the counts, drop it (counted), or keep its end")
 
 
 class RecipeInfo(Section):
@@ -366,7 +374,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError([f"{p}: invalid YAML: {e}"]) from None
         if not isinstance(loaded, dict):
             raise ConfigError([f"{p}: expected a mapping at the top level"])
-        raw = merge_configs(raw, loaded)
+        from rlvr.config_paths import resolve_reward_specs
+
+        raw = merge_configs(raw, resolve_reward_specs(loaded, p.parent))
     raw = apply_overrides(raw, overrides or [])
     try:
         return RunConfig.model_validate(raw)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
+from rlvr.models.checks import ModelDirError, check_model_dir
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
 
 __all__ = ["ModelConfig", "load_model", "load_tokenizer", "DTYPES"]
@@ -59,8 +60,19 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTra
     path = Path(cfg.path).expanduser()
     if not path.is_dir():
         raise FileNotFoundError(f"model.path {cfg.path!r} is not a local directory (rlvr never downloads weights)")
-    tok = load_tokenizer(path)
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[cfg.dtype], local_files_only=True)
+    check_model_dir(path)
+    try:
+        tok = load_tokenizer(path)
+    except ValueError as e:
+        if "neither a pad nor an eos" in str(e):
+            raise ModelDirError(str(e)) from None
+        raise ModelDirError(f"{path}: cannot read the tokenizer ({type(e).__name__}: {e})") from None
+    except (OSError, TypeError, KeyError, json.JSONDecodeError) as e:
+        raise ModelDirError(f"{path}: cannot read the tokenizer ({type(e).__name__}: {e})") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[cfg.dtype], local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise ModelDirError(f"{path}: cannot load the model ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -10,6 +11,13 @@ from rlvr.registry import Registry
 from rlvr.verifiers.base import Verifier
 
 __all__ = ["Task", "WeightedVerifier", "TASKS"]
+
+
+def _safe(verifier: Verifier, example: Example, text: str) -> Score:
+    try:
+        return verifier(example, text)
+    except Exception as e:  # verifier bugs on odd output score 0 and are reported by the scorer, never raised
+        return Score(0.0, {"correct": 0.0}, {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
 
 TASKS: Registry = Registry("task")
 
@@ -51,13 +59,31 @@ class Task:
         except KeyError:
             raise KeyError(f"task {self.name!r} has no split {split!r}; it has {self.splits}") from None
 
+    @property
+    def batched(self) -> bool:
+        """Whether :meth:`score_batch` scores a whole step at once: true when a verifier scores batches (a
+        TRL-style reward function) and the task keeps the default per-completion combination."""
+        return type(self).score is Task.score and any(getattr(wv.verifier, "batched", False) for wv in self.verifiers)
+
     def score(self, example: Example, text: str) -> Score:
+        return self.score_batch([example], [text])[0]
+
+    def score_batch(self, examples: Sequence[Example], texts: Sequence[str]) -> list[Score]:
+        """``score`` for many completions; a verifier with ``score_batch`` is called once for all of them."""
+        if type(self).score is not Task.score:  # a task that scores its own way, one completion at a time
+            return [self.score(e, t) for e, t in zip(examples, texts)]
+        per_verifier = []
+        for wv in self.verifiers:
+            batch = getattr(wv.verifier, "score_batch", None)
+            if batch is not None:
+                per_verifier.append(list(batch(examples, texts)))
+            else:
+                per_verifier.append([_safe(wv.verifier, e, t) for e, t in zip(examples, texts)])
+        return [self._combine([pv[i] for pv in per_verifier]) for i in range(len(texts))]
+
+    def _combine(self, scores: Sequence[Score]) -> Score:
         total, comps, info = 0.0, {}, {}
-        for i, wv in enumerate(self.verifiers):
-            try:
-                s = wv.verifier(example, text)
-            except Exception as e:  # verifier bugs on odd output score 0 and are reported, never raised
-                s = Score(0.0, {"correct": 0.0}, {"error": f"{type(e).__name__}: {e}"})
+        for i, (wv, s) in enumerate(zip(self.verifiers, scores)):
             total += wv.weight * s.reward
             comps[wv.verifier.name] = s.reward
             if i == 0:

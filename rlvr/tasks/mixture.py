@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import zip_longest
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -91,6 +91,24 @@ class MixtureTask(Task):
         if part is None:
             return Score(0.0, {"correct": 0.0}, {"reason": f"example of unknown mixture task {example.task!r}"})
         return part.score(example, text)
+
+    @property
+    def batched(self) -> bool:
+        return any(part.batched for part in self.parts.values())
+
+    def score_batch(self, examples: Sequence[Example], texts: Sequence[str]) -> list[Score]:
+        """Each part scores its own examples, batched when it can."""
+        out: list[Score | None] = [None] * len(texts)
+        by_task: dict[str, list[int]] = {}
+        for i, e in enumerate(examples):
+            by_task.setdefault(e.task, []).append(i)
+        for name, idx in by_task.items():
+            part = self.parts.get(name)
+            scores = (part.score_batch([examples[i] for i in idx], [texts[i] for i in idx]) if part is not None
+                      else [self.score(examples[i], texts[i]) for i in idx])
+            for i, sc in zip(idx, scores):
+                out[i] = sc
+        return out  # type: ignore[return-value]
 
 
 @TASKS.register("mixture", MixtureParams)

@@ -10,17 +10,29 @@ After the per-completion scores, ``score_many`` hands each prompt's group (the c
 share an ``id``, in order of first appearance) to the task's ``score_group`` hook, for rewards that need the
 whole group (POW3R). The hook runs in the calling thread; if it raises, or returns the wrong number of
 scores, that group scores 0 with a ``verifier error`` reason and counts as errors.
+
+A task with a batch verifier (a TRL-style reward function, see :func:`rlvr.verifiers.from_callable`) is
+scored with one ``score_batch`` call per generation call; with ``workers > 1`` that call runs on the pool
+under the same deadline (all of its completions time out together).
+
+**Bad output or a broken verifier.** A completion the verifier rejects scores 0 and training goes on. A
+verifier that *raises* is different: the score is 0 too, but it is an error of the verifier, not of the
+model. Errors are counted (``score/errors``); the first one's traceback is printed once, and when more than
+``max_error_frac`` of one call's completions error, :class:`ScoringError` stops the run with that
+traceback instead of training on rewards that mean nothing. :func:`check_verifier` runs the same test on
+the gold answers of a few examples before any training, so a function that always raises fails at once.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import sys
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rlvr.core.types import Example, Score
 
-__all__ = ["Scorer", "ScoreStats"]
+__all__ = ["Scorer", "ScoreStats", "ScoringError", "check_verifier"]
 
 TIMEOUT = Score(0.0, {"correct": 0.0}, {"reason": "timeout"})
 
@@ -29,21 +41,60 @@ class ScoreStats(dict):
     """``{"score/timeouts": n, "score/errors": n, "score/seconds": s}``."""
 
 
+class ScoringError(RuntimeError):
+    """The verifier itself fails (raises) on too many completions: the rewards would be noise."""
+
+
+def _pop_traceback(s: Score) -> str | None:
+    """Remove the traceback a failing verifier left in ``info`` (kept out of records), and return it."""
+    keys = [k for k in s.info if k == "traceback" or k.endswith(".traceback")]
+    found = None
+    for k in keys:
+        found = found or s.info[k]
+        del s.info[k]
+    return found
+
+
+def _error_text(s: Score) -> str:
+    for k, v in s.info.items():
+        if k.endswith("error") or str(v).startswith("verifier error"):
+            return str(v)
+    return "unknown error"
+
+
 def _is_error(s: Score) -> bool:
     return any(str(v).startswith("verifier error") for k, v in s.info.items() if k.endswith("reason")) or \
         any(k.endswith("error") for k in s.info)
 
 
 class Scorer:
-    def __init__(self, task, workers: int = 1, timeout_s: float = 30.0):
+    """Scores a step's completions; ``max_error_frac`` (1.0: never stop) is the share of one call's
+    completions whose verifier may raise before :class:`ScoringError`; ``warn`` prints the first error."""
+
+    def __init__(self, task, workers: int = 1, timeout_s: float = 30.0, max_error_frac: float = 1.0,
+                 warn: Callable[[str], None] | None = None):
         self.task, self.workers, self.timeout_s = task, workers, timeout_s
+        self.max_error_frac = max_error_frac
+        self.warn = warn if warn is not None else (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.first_error: str | None = None  # the first error's traceback (or message), for reports
         self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlvr-score") if workers > 1 else None
 
     def score_many(self, examples: Sequence[Example], texts: Sequence[str]) -> tuple[list[Score], ScoreStats]:
         t0 = time.perf_counter()
+        batched = getattr(self.task, "batched", False)
         if self._pool is None:
-            scores = [self.task.score(e, t) for e, t in zip(examples, texts)]
+            if batched:
+                scores = list(self.task.score_batch(examples, texts))
+            else:
+                scores = [self.task.score(e, t) for e, t in zip(examples, texts)]
             timeouts = 0
+        elif batched:
+            future = self._pool.submit(self.task.score_batch, examples, texts)
+            try:
+                scores, timeouts = list(future.result(timeout=self.timeout_s)), 0
+            except cf.TimeoutError:
+                future.cancel()
+                scores, timeouts = [TIMEOUT] * len(texts), len(texts)
         else:
             futures = [self._pool.submit(self.task.score, e, t) for e, t in zip(examples, texts)]
             deadline = t0 + self.timeout_s
@@ -56,10 +107,27 @@ class Scorer:
                     scores.append(TIMEOUT)
                     timeouts += 1
         scores = self._score_groups(examples, texts, scores)
-        stats = ScoreStats({"score/timeouts": float(timeouts),
-                            "score/errors": float(sum(_is_error(s) for s in scores)),
+        errors = self._check_errors(scores)
+        stats = ScoreStats({"score/timeouts": float(timeouts), "score/errors": float(errors),
                             "score/seconds": time.perf_counter() - t0})
         return scores, stats
+
+    def _check_errors(self, scores: list[Score]) -> int:
+        failed = [s for s in scores if _is_error(s)]
+        tracebacks = [_pop_traceback(s) for s in scores]
+        if not failed:
+            return 0
+        first = next((t for t in tracebacks if t), None) or _error_text(failed[0])
+        if self.first_error is None:
+            self.first_error = first
+            self.warn(f"warning: the verifier raised on {len(failed)} of {len(scores)} completions; those score 0 "
+                      f"(counted as score/errors). First error:\n{first.rstrip()}")
+        if len(failed) > self.max_error_frac * len(scores):
+            raise ScoringError(
+                f"the verifier failed on {len(failed)} of {len(scores)} completions of this step "
+                f"(more than scoring.max_error_frac={self.max_error_frac:g}): a broken verifier or reward function, "
+                f"not bad model output. First error:\n{first.rstrip()}")
+        return len(failed)
 
     def _score_groups(self, examples: Sequence[Example], texts: Sequence[str], scores: list[Score]) -> list[Score]:
         hook = getattr(self.task, "score_group", None)
@@ -84,3 +152,25 @@ class Scorer:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_verifier(task, examples: Sequence[Example], max_examples: int = 8) -> None:
+    """Before any training: score the gold answers of the first ``max_examples`` examples; raise
+    :class:`ScoringError` if the verifier raises on every one of them (it would fail on every completion).
+
+    Gold answers scoring 0 is allowed (a reward function may want more than the bare answer); only errors
+    of the verifier itself count. The task's ``score_group`` hook is not called (it may keep state).
+    """
+    picked = list(examples)[:max_examples]
+    if not picked:
+        return
+    golds = [str(e.answer) for e in picked]
+    scores = (list(task.score_batch(picked, golds)) if getattr(task, "batched", False)
+              else [task.score(e, g) for e, g in zip(picked, golds)])
+    failed = [s for s in scores if _is_error(s)]
+    tracebacks = [t for t in (_pop_traceback(s) for s in scores) if t]
+    if len(failed) == len(picked):
+        first = tracebacks[0] if tracebacks else _error_text(failed[0])
+        raise ScoringError(f"the verifier of task {task.name!r} raised on the gold answer of each of the first "
+                           f"{len(picked)} examples, so it would fail on every completion. First error:\n"
+                           f"{first.rstrip()}")

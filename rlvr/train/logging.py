@@ -11,6 +11,7 @@ W&B and MLflow runs keep their ids in the run directory, so a resumed run contin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -19,7 +20,7 @@ import secrets
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -227,6 +228,44 @@ class ProgressDisplay:
             self._progress.update(self._task, completed=step, info=info)
         elif step % self.every == 0 or step == self.total:
             print(f"{self.description} {step}/{self.total} {info}", file=sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def sub(self, description: str) -> Iterator[Callable[[int, int], None]]:
+        """A nested phase (an evaluation inside training): an ``on_progress(done, total)`` callback shown as
+        a second bar under this one (a terminal allows one live display), or as plain lines in logs."""
+        task: list[Any] = []
+
+        def update(done: int, total: int) -> None:
+            if self._progress is not None:
+                if not task:
+                    task.append(self._progress.add_task(description, total=total, info="prompts"))
+                self._progress.update(task[0], completed=done)
+            elif done == total or (done and done % max(1, total // 10) == 0):
+                print(f"{description} {done}/{total} prompts", file=sys.stderr, flush=True)
+
+        try:
+            yield update
+        finally:
+            if task:
+                self._progress.remove_task(task[0])
+
+    @staticmethod
+    @contextlib.contextmanager
+    def standalone(description: str) -> Iterator[Callable[[int, int], None]]:
+        """An ``on_progress(done, total)`` callback with its own display, opened on the first call."""
+        bars: list[ProgressDisplay] = []
+
+        def update(done: int, total: int) -> None:
+            if not bars:
+                bars.append(ProgressDisplay(description, total, every=max(1, total // 10)))
+            if done:
+                bars[0].update(done, "prompts")
+
+        try:
+            yield update
+        finally:
+            for b in bars:
+                b.close()
 
     def close(self) -> None:
         if self._progress is not None:

@@ -9,12 +9,9 @@ registered components named by the config.
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
@@ -25,6 +22,7 @@ from rlvr.config import RunConfig, algorithm_needs
 from rlvr.core.batch import build_batch
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.extras import compute_extras
+from rlvr.train.interrupt import deferred_interrupt
 from rlvr.train.rollouts import collect_rollouts
 from rlvr.train.update import UpdateSettings, batch_logprobs, needs_old_logp, update_policy
 
@@ -204,13 +202,14 @@ def train_loop(cfg: RunConfig, c: Components, start_step: int,
                on_step: Callable[[int, dict[str, float]], None],
                save: Callable[[int], None],
                evaluate: Callable[[int], dict[str, float]] | None = None) -> int:
-    """Run steps ``start_step .. cfg.train.steps - 1``; checkpoint on schedule, on Ctrl-C and at the end.
+    """Run steps ``start_step .. cfg.train.steps - 1``; checkpoint on schedule, on Ctrl-C or SIGTERM (after
+    the step in progress) and at the end.
 
     Returns the number of completed steps. A non-finite loss raises before its optimizer step, leaving the
     last checkpoint as the last good state.
     """
     step = start_step
-    with _deferred_interrupt() as interrupted:
+    with deferred_interrupt("this step") as interrupted:
         while step < cfg.train.steps:
             metrics = rl_step(cfg, c, step)
             step += 1
@@ -219,29 +218,8 @@ def train_loop(cfg: RunConfig, c: Components, start_step: int,
             on_step(step, metrics)
             if interrupted():
                 save(step)
-                raise KeyboardInterrupt(f"interrupted after step {step}; checkpoint saved")
+                raise KeyboardInterrupt(f"{interrupted()}: stopped after step {step}; checkpoint saved")
             if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0 and step < cfg.train.steps:
                 save(step)
     save(step)
     return step
-
-
-@contextlib.contextmanager
-def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
-    """The first Ctrl-C finishes the current step, then the loop checkpoints and stops; a second one aborts."""
-    hits = []
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-
-    def handler(signum, frame):
-        hits.append(signum)
-        if len(hits) > 1:
-            raise KeyboardInterrupt
-        print("\nCtrl-C: finishing this step, then saving a checkpoint (press again to abort)", flush=True)
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield lambda: bool(hits)
-    finally:
-        signal.signal(signal.SIGINT, previous)

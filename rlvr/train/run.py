@@ -1,75 +1,53 @@
 """``rlvr train``: set up a run directory, warm up with SFT, train with RL, evaluate, summarise.
 
 A fresh run writes ``config.yaml`` (the resolved config, which reproduces the run) before any work;
-``resume`` reloads it from the run directory, restores the newest checkpoint and continues.
+``resume`` reloads it from the run directory, restores the newest checkpoint and continues. A run directory
+is locked while a process writes to it (:mod:`rlvr.train.rundir`). Ctrl-C and SIGTERM finish the step (or
+SFT step) in progress and save before exiting (:mod:`rlvr.train.interrupt`).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import math
-import random
 import resource
+import sys
 import time
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from rlvr.config import RunConfig, dump_config, load_config, needs_reference
-from rlvr.optim import OPTIMIZERS
-from rlvr.train.algo_state import AlgorithmState
+from rlvr.eval.evaluate import evaluate, scalar_metrics
+from rlvr.eval.output import eval_path, write_eval
 from rlvr.models.loading import ModelConfig, load_model
-from rlvr.rollout.base import ENGINES
-from rlvr.rollout.wrappers import base_engine, engine_state, load_engine_state, wrap_engine
-from rlvr.sampling import build_data
-from rlvr.tasks.base import TASKS, Task
-from rlvr.tasks.scoring import Scorer
-from rlvr.train.kl_control import KLController
-from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from rlvr.rollout.wrappers import base_engine, engine_state, load_engine_state
+from rlvr.tasks.base import Task
+from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from rlvr.train.interrupt import deferred_interrupt
 from rlvr.train.logging import ProgressDisplay, open_metrics_log, read_metrics
 from rlvr.train.loop import Components, step_seed, train_loop
 from rlvr.train.plot import eval_series, plot_run
+from rlvr.train.rundir import lock_run_dir, make_run_dir, run_dir_path
+from rlvr.train.setup import (build_components, build_engine, build_task, pick_device, prepare,
+                              seed_everything)
 from rlvr.train.sft import sft
-from rlvr.eval.evaluate import evaluate, scalar_metrics
-from rlvr.eval.output import eval_path, write_eval
+from rlvr.train.update import NonFiniteError
 
-__all__ = ["train", "resume", "build_task", "run_eval", "seed_everything", "pick_device", "make_run_dir"]
+__all__ = ["train", "resume", "build_task", "build_components", "run_eval", "seed_everything", "pick_device",
+           "make_run_dir", "eval_model", "run_sft"]
 
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+_components = build_components  # the name benchmarks and tests used before it was public
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device: cuda requested but no CUDA device is available")
-    return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
-
-
-def make_run_dir(cfg: RunConfig, default_root: str = "runs") -> tuple[RunConfig, Path]:
-    out = Path(cfg.out) if cfg.out else Path(default_root) / datetime.now().strftime("%Y%m%d-%H%M%S")
-    if (out / "checkpoints").exists():
-        raise FileExistsError(f"{out} already holds a run; resume it with `rlvr train --resume {out}` "
-                              f"or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = cfg.model_copy(update={"out": str(out)})
-    (out / "config.yaml").write_text(dump_config(cfg))
-    return cfg, out
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
 def _sft_examples(task: Task):
     """The task's ``sft`` split when it has one (e.g. teacher-written targets), else its train split."""
     return task.examples("sft" if "sft" in task.splits else "train")
-
-
-def build_task(cfg: RunConfig) -> Task:
-    return TASKS.get(cfg.task.name).fn(cfg.task.params)
 
 
 def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress=None) -> dict[str, Any]:
@@ -79,40 +57,14 @@ def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress
                     report_greedy=e.report_greedy, on_progress=on_progress)
 
 
-def _eval_at(cfg: RunConfig, engine, task: Task, run_dir: Path, step: int) -> dict[str, Any]:
-    """Evaluate, write ``RUN_DIR/eval/step_N.json`` (per-prompt records included), return it without them."""
-    result = run_eval(cfg, base_engine(engine), task)  # never through rollout wrappers (noise, hints)
+def _eval_at(cfg: RunConfig, engine, task: Task, run_dir: Path, step: int,
+             bar: ProgressDisplay | None = None) -> dict[str, Any]:
+    """Evaluate with progress shown, write ``RUN_DIR/eval/step_N.json`` (per-prompt records included), and
+    return it without them. Never through rollout wrappers (noise, hints)."""
+    with (bar.sub(f"eval @{step}") if bar is not None else ProgressDisplay.standalone(f"eval @{step}")) as progress:
+        result = run_eval(cfg, base_engine(engine), task, on_progress=progress)
     write_eval({"step": step, **result}, eval_path(run_dir, step))
     return {k: v for k, v in result.items() if k != "per_prompt"}
-
-
-def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
-    o = cfg.optim
-    opt = OPTIMIZERS.get(o.optimizer.name).fn(model, o, o.optimizer.params)
-    total = max(1, cfg.train.steps * cfg.algorithm.epochs * cfg.algorithm.minibatches)
-
-    def lr_at(i: int) -> float:
-        if i < o.warmup_steps:
-            return (i + 1) / o.warmup_steps
-        frac = min(1.0, (i - o.warmup_steps) / max(1, total - o.warmup_steps))
-        return {"constant": 1.0, "linear": 1.0 - frac, "cosine": 0.5 * (1 + math.cos(math.pi * frac))}[o.schedule]
-
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-
-
-def _components(cfg: RunConfig, model, tok, task: Task, device: torch.device, ref_model=None) -> Components:
-    model.to(device)
-    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.rollout.batch_size,
-                                                chat_template=cfg.model.chat_template)
-    engine = wrap_engine(engine, model, tok, cfg.rollout, cfg.model.chat_template)
-    opt, sched = _optimizer(cfg, model)
-    sampler, allocator, stats = build_data(cfg, task)
-    return Components(model=model, tokenizer=tok, task=task, engine=engine,
-                      sampler=sampler, allocator=allocator, stats=stats,
-                      optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
-                      kl=KLController(cfg.algorithm.kl, cfg.train.steps),
-                      scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s),
-                      algo_state=AlgorithmState(cfg))
 
 
 def _accuracy_label(cfg: RunConfig) -> str:
@@ -121,7 +73,32 @@ def _accuracy_label(cfg: RunConfig) -> str:
 
 
 def _info(m: dict[str, float]) -> str:
-    return f"reward {m['reward']:.3f}  acc {m['accuracy']:.3f}  len {m['completion_length']:.1f}"
+    errors = f"  score errors {m['score/errors']:.0f}" if m.get("score/errors") else ""
+    return f"reward {m['reward']:.3f}  acc {m['accuracy']:.3f}  len {m['completion_length']:.1f}{errors}"
+
+
+class _EngineState:
+    def __init__(self, engine):
+        self.engine = engine
+
+    def state_dict(self) -> dict:
+        return engine_state(self.engine)
+
+    def load_state_dict(self, state: dict) -> None:
+        load_engine_state(self.engine, state)
+
+
+def _stateful(c: Components) -> dict[str, Any]:
+    """Every object whose state a checkpoint holds, by its key in ``state.json``: save and resume walk this."""
+    return {"sampler": c.sampler, "allocator": c.allocator, "stats": c.stats, "kl": c.kl,
+            "algorithm_state": c.algo_state, "task": c.task, "engine": _EngineState(c.engine)}
+
+
+def _nan_message(e: Exception, run_dir: Path) -> str:
+    found = list_checkpoints(run_dir)
+    where = (f"the last good checkpoint, {found[-1]}, is kept" if found else
+             "no checkpoint had been written yet (train.checkpoint_every sets how often)")
+    return f"{e}. Training stopped; {where}"
 
 
 def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dict[str, Any]) -> dict[str, Any]:
@@ -130,11 +107,8 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
     keep = cfg.train.keep_checkpoints
 
     def save(step: int) -> None:
-        state = {"sampler": c.sampler.state_dict(), "allocator": c.allocator.state_dict(),
-                 "stats": c.stats.state_dict(), "kl": c.kl.state_dict(),
-                 "algorithm_state": c.algo_state.state_dict(), "task": c.task.state_dict(),
-                 "engine": engine_state(c.engine), **extra,
-                 "rl_seconds": extra.get("rl_seconds", 0.0) + time.perf_counter() - t0}
+        state = {k: obj.state_dict() for k, obj in _stateful(c).items()}
+        state.update(extra, rl_seconds=extra.get("rl_seconds", 0.0) + time.perf_counter() - t0)
         save_checkpoint(run_dir, step, c.model, c.tokenizer, c.optimizer, c.scheduler, state, keep)
 
     def on_step(step: int, m: dict[str, float]) -> None:
@@ -144,12 +118,14 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
     evals: dict[int, dict[str, Any]] = {}
 
     def ev(step: int) -> dict[str, Any]:
-        evals[step] = _eval_at(cfg, c.engine, c.task, run_dir, step)
+        evals[step] = _eval_at(cfg, c.engine, c.task, run_dir, step, bar)
         return scalar_metrics(evals[step])
 
     t0 = time.perf_counter()
     try:
         train_loop(cfg, c, start, on_step, save, ev)
+    except NonFiniteError as e:
+        raise NonFiniteError(_nan_message(e, run_dir)) from None
     finally:
         bar.close()
         log.close()
@@ -158,127 +134,152 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
     metrics = read_metrics(run_dir / "metrics.jsonl")
     before = extra.get("eval_before")
     plot_run(metrics, run_dir / "plot.png", eval_series(metrics, before, after, cfg.train.steps, _accuracy_label(cfg)))
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     summary = {
         "run_dir": str(run_dir), "steps": cfg.train.steps, "seed": cfg.seed,
         "eval_before": before, "eval_after": after,
         "final_metrics": metrics[-1] if metrics else {},
         "rl_seconds": rl_time + extra.get("rl_seconds", 0.0),
         "sft_seconds": extra.get("sft_seconds", 0.0),
-        "peak_memory_mb": peak_mb,
+        "peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_gpu_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
+        "prompts": extra.get("prompts"),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
-def train(cfg: RunConfig) -> dict[str, Any]:
-    """A fresh run: SFT warm-up (if ``sft.steps``), eval, RL, eval, plot, summary."""
-    cfg, run_dir = make_run_dir(cfg)
-    seed_everything(cfg.seed)
-    device = pick_device(cfg.device)
-    model, tok = load_model(cfg.model, seed=cfg.seed)
-    task = build_task(cfg)
-    model.to(device)
-    extra: dict[str, Any] = {}
-    if cfg.sft.steps:
-        t0 = time.perf_counter()
-        bar = ProgressDisplay("SFT", cfg.sft.steps, every=50)
-        losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
-                     cfg.sft.warmup_steps, seed=cfg.seed, chat_template=cfg.model.chat_template,
-                     micro_batch_size=cfg.train.micro_batch_size,
-                     on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"))
-        bar.close()
-        extra["sft_seconds"] = time.perf_counter() - t0
-        extra["sft_final_loss"] = losses[-1]
-    ref = None
-    if needs_reference(cfg):
-        model.save_pretrained(run_dir / "reference", safe_serialization=True)
-        tok.save_pretrained(run_dir / "reference")
-        ref = copy.deepcopy(model).eval().requires_grad_(False)
-    seed_everything(cfg.seed)
-    c = _components(cfg, model, tok, task, device, ref)
-    extra["eval_before"] = _eval_at(cfg, c.engine, task, run_dir, 0)
-    return _run_rl(cfg, run_dir, c, 0, extra)
+def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path) -> dict[str, Any]:
+    """SFT with progress; Ctrl-C or SIGTERM finishes the SFT step, saves the model to ``save_to`` and raises
+    ``KeyboardInterrupt`` saying where it is and how to continue from it."""
+    t0 = time.perf_counter()
+    bar = ProgressDisplay("SFT", cfg.sft.steps, every=50)
+    with deferred_interrupt("this SFT step") as interrupted:
+        try:
+            losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
+                         cfg.sft.warmup_steps, seed=cfg.seed, chat_template=cfg.model.chat_template,
+                         micro_batch_size=cfg.train.micro_batch_size,
+                         on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"),
+                         stop=lambda: interrupted() is not None)
+        finally:
+            bar.close()
+        if interrupted():
+            model.save_pretrained(save_to, safe_serialization=True)
+            tok.save_pretrained(save_to)
+            (save_to / "sft_progress.json").write_text(json.dumps({"steps_done": len(losses), "steps": cfg.sft.steps,
+                                                                   "final_loss": losses[-1] if losses else None}))
+            raise KeyboardInterrupt(
+                f"{interrupted()} during SFT after step {len(losses)} of {cfg.sft.steps}; the partly trained model "
+                f"is saved in {save_to}. Continue from it with --set model.path={save_to} "
+                f"--set sft.steps={cfg.sft.steps - len(losses)}")
+    return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": losses[-1], "sft_steps": len(losses)}
 
 
-def resume(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+def train(cfg: RunConfig, model=None, tokenizer=None, task: Task | None = None) -> dict[str, Any]:
+    """A fresh run: SFT warm-up (if ``sft.steps``), eval, RL, eval, plot, summary. A model object (with its
+    tokenizer) or a task object may be given instead of the config's."""
+    cfg = cfg.model_copy(update={"out": str(run_dir_path(cfg))})
+    with lock_run_dir(cfg.out):
+        cfg, out = make_run_dir(cfg)
+        p = prepare(cfg, model, tokenizer, task)
+        extra: dict[str, Any] = {"prompts": p.prompts.splits}
+        if cfg.sft.steps:
+            extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out / "sft_model"))
+        ref = None
+        if needs_reference(cfg):
+            p.model.save_pretrained(out / "reference", safe_serialization=True)
+            p.tokenizer.save_pretrained(out / "reference")
+            ref = copy.deepcopy(p.model).eval().requires_grad_(False)
+        seed_everything(cfg.seed)
+        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref)
+        extra["eval_before"] = _eval_at(cfg, c.engine, p.task, out, 0)
+        return _run_rl(cfg, out, c, 0, extra)
+
+
+def resume(path: str | Path, overrides: list[str] | None = None, task: Task | None = None) -> dict[str, Any]:
     """Continue the run at ``path`` (a run directory or one of its checkpoints)."""
+    path = Path(path)
+    if not list_checkpoints(path) and (path / "sft_model" / "sft_progress.json").is_file():
+        done = json.loads((path / "sft_model" / "sft_progress.json").read_text())
+        raise FileNotFoundError(
+            f"{path} was stopped during its SFT warm-up (step {done['steps_done']} of {done['steps']}), before any "
+            f"RL checkpoint. Start a new run from the saved model: rlvr train -c {path / 'config.yaml'} --out NEW_DIR "
+            f"--set model.path={path / 'sft_model'} --set sft.steps={done['steps'] - done['steps_done']}")
     ckpt = latest_checkpoint(path)
     run_dir = ckpt.parent.parent
-    cfg = load_config(run_dir / "config.yaml", overrides)
-    if overrides:
-        (run_dir / "config.yaml").write_text(dump_config(cfg))
-    device = pick_device(cfg.device)
-    model, tok = load_model(ModelConfig(path=str(ckpt / "model"), dtype=cfg.model.dtype))
-    task = build_task(cfg)
-    ref = None
-    if needs_reference(cfg):
-        ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype))
-        ref = ref.to(device).eval().requires_grad_(False)
-    c = _components(cfg, model, tok, task, device, ref)
-    state = load_checkpoint(ckpt, c.optimizer, c.scheduler)
-    c.sampler.load_state_dict(state["sampler"])
-    c.allocator.load_state_dict(state["allocator"])
-    c.stats.load_state_dict(state["stats"])
-    c.kl.load_state_dict(state["kl"])
-    c.algo_state.load_state_dict(state.get("algorithm_state", {}))
-    c.task.load_state_dict(state.get("task", {}))
-    load_engine_state(c.engine, state.get("engine", {}))
-    extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds") if k in state}
-    return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
+    with lock_run_dir(run_dir):
+        cfg = load_config(run_dir / "config.yaml", overrides)
+        state = json.loads((ckpt / "state.json").read_text())
+        step = int(state["step"])
+        if step >= cfg.train.steps and (run_dir / "summary.json").is_file():
+            _say(f"{run_dir} is already complete (step {step} of {cfg.train.steps}); nothing to do. Train longer "
+                 f"with: rlvr train --resume {run_dir} --set train.steps=N")
+            return json.loads((run_dir / "summary.json").read_text())
+        if overrides:
+            (run_dir / "config.yaml").write_text(dump_config(cfg))
+        _say(f"resuming {run_dir} from {ckpt.name} (step {step} of {cfg.train.steps})")
+        p = prepare(cfg, task=task, model_cfg=ModelConfig(path=str(ckpt / "model"), dtype=cfg.model.dtype,
+                                                          chat_template=cfg.model.chat_template))
+        ref = None
+        if needs_reference(cfg):
+            ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype))
+            ref = ref.to(p.device).eval().requires_grad_(False)
+        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref)
+        state = load_checkpoint(ckpt, c.optimizer, c.scheduler)
+        for key, obj in _stateful(c).items():
+            obj.load_state_dict(state.get(key, {}))
+        extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds", "prompts")
+                 if k in state}
+        return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
 
 
 def _resolve_model_dir(path: str | Path) -> Path:
     """A model directory from a HF dir, a checkpoint dir, or a run dir (its newest checkpoint)."""
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"--model {path}: no such file or directory")
     if (path / "config.json").is_file():
         return path
     if (path / "model" / "config.json").is_file():
         return path / "model"
+    if not list_checkpoints(path):
+        raise FileNotFoundError(f"--model {path}: neither a model directory (no config.json) nor a run directory "
+                                "with checkpoints")
     return latest_checkpoint(path) / "model"
 
 
-def eval_model(cfg: RunConfig, model_path: str | Path | None = None, on_progress=None) -> dict[str, Any]:
-    """Evaluate ``model_path`` (or the config's model) on the task's eval split (per-prompt records included)."""
-    seed_everything(cfg.seed)
-    mcfg = cfg.model if model_path is None else ModelConfig(path=str(_resolve_model_dir(model_path)),
-                                                             dtype=cfg.model.dtype,
-                                                             chat_template=cfg.model.chat_template)
-    model, tok = load_model(mcfg, seed=cfg.seed)
-    model.to(pick_device(cfg.device))
-    task = build_task(cfg)
-    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.eval.batch_size,
-                                                chat_template=cfg.model.chat_template)
-    return {"model": str(model_path or cfg.model.path or "tiny"), "task": cfg.task.name,
-            **run_eval(cfg, engine, task, on_progress=on_progress)}
+def eval_model(cfg: RunConfig, model_path: str | Path | None = None, on_progress=None,
+               model=None, tokenizer=None, task: Task | None = None) -> dict[str, Any]:
+    """Evaluate ``model_path`` (or a model object, or the config's model) on the task's eval split
+    (per-prompt records included)."""
+    mcfg = None if model_path is None else ModelConfig(path=str(_resolve_model_dir(model_path)),
+                                                       dtype=cfg.model.dtype, chat_template=cfg.model.chat_template)
+    p = prepare(cfg, model, tokenizer, task, model_cfg=mcfg, check_scoring=False)
+    engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
+    name = str(model_path or ("model object" if model is not None else cfg.model.path or "tiny"))
+    return {"model": name, "task": cfg.task.name if task is None else task.name,
+            **run_eval(cfg, engine, p.task, on_progress=on_progress)}
 
 
-def run_sft(cfg: RunConfig) -> dict[str, Any]:
-    """Supervised fine-tuning alone: writes ``OUT/model`` (a HF directory) and ``OUT/sft.json``."""
+def run_sft(cfg: RunConfig, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Supervised fine-tuning alone: writes ``OUT/model`` (a HF directory) and ``OUT/sft.json``. Ctrl-C or
+    SIGTERM saves the model trained so far to ``OUT/model`` and says so."""
     if cfg.sft.steps == 0:
         raise ValueError("sft.steps is 0: nothing to train")
+    from datetime import datetime
+
     out = Path(cfg.out) if cfg.out else Path("runs") / datetime.now().strftime("sft-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    cfg = cfg.model_copy(update={"out": str(out)})
-    (out / "config.yaml").write_text(dump_config(cfg))
-    seed_everything(cfg.seed)
-    device = pick_device(cfg.device)
-    model, tok = load_model(cfg.model, seed=cfg.seed)
-    model.to(device)
-    task = build_task(cfg)
-    bar = ProgressDisplay("SFT", cfg.sft.steps, every=50)
-    t0 = time.perf_counter()
-    losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
-                 cfg.sft.warmup_steps, seed=cfg.seed, chat_template=cfg.model.chat_template,
-                 micro_batch_size=cfg.train.micro_batch_size,
-                 on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"))
-    bar.close()
-    model.save_pretrained(out / "model", safe_serialization=True)
-    tok.save_pretrained(out / "model")
-    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=cfg.eval.batch_size,
-                                                chat_template=cfg.model.chat_template)
-    result = {"model_dir": str(out / "model"), "steps": cfg.sft.steps, "final_loss": losses[-1],
-              "seconds": time.perf_counter() - t0, "eval": {k: v for k, v in run_eval(cfg, engine, task).items() if k != "per_prompt"}}
-    (out / "sft.json").write_text(json.dumps(result, indent=2))
-    return result
+    with lock_run_dir(out):
+        cfg = cfg.model_copy(update={"out": str(out)})
+        (out / "config.yaml").write_text(dump_config(cfg))
+        p = prepare(cfg, check_scoring=False)
+        done = _sft_phase(cfg, p.model, p.tokenizer, p.task, out / "model")
+        p.model.save_pretrained(out / "model", safe_serialization=True)
+        p.tokenizer.save_pretrained(out / "model")
+        engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
+        with ProgressDisplay.standalone("eval") as progress:
+            ev = run_eval(cfg, engine, p.task, on_progress=progress)
+        result = {"model_dir": str(out / "model"), "steps": cfg.sft.steps, "final_loss": done["sft_final_loss"],
+                  "seconds": done["sft_seconds"], "eval": {k: v for k, v in ev.items() if k != "per_prompt"}}
+        (out / "sft.json").write_text(json.dumps(result, indent=2))
+        return result

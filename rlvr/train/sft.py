@@ -40,8 +40,10 @@ def _rows(tokenizer, examples: Sequence[Example], chat: bool) -> list[Completion
 
 def sft(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: int, lr: float,
         warmup_steps: int = 0, seed: int = 0, chat_template: bool = False, micro_batch_size: int = 256,
-        on_step: Callable[[int, float], None] | None = None) -> list[float]:
-    """Train ``steps`` steps on ``examples``; returns the loss of each step."""
+        on_step: Callable[[int, float], None] | None = None,
+        stop: Callable[[], bool] | None = None) -> list[float]:
+    """Train ``steps`` steps on ``examples``; returns the loss of each step. ``stop()`` is asked after each
+    step; when it is true training ends there (the losses so far are returned)."""
     if steps == 0:
         return []
     rows = _rows(tokenizer, examples, chat_template)
@@ -74,4 +76,6 @@ def sft(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: i
         losses.append(total)
         if on_step is not None:
             on_step(step, total)
+        if stop is not None and stop():
+            break
     return losses

@@ -14,6 +14,12 @@ name it. Plain reward callables ``(prompts, completions, **kw) -> list[float]`` 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
+import zlib
+from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from rlvr.core.types import Example, Score
@@ -41,8 +47,9 @@ class BaseVerifier:
     def __call__(self, example: Example, text: str) -> Score:
         try:
             return self.score(example, text)
-        except Exception as e:  # model output must never crash training
-            return Score(0.0, {"correct": 0.0}, {"reason": f"verifier error: {type(e).__name__}: {e}"})
+        except Exception as e:  # model output must never crash training; the scorer counts and reports it
+            return Score(0.0, {"correct": 0.0}, {"reason": f"verifier error: {type(e).__name__}: {e}",
+                                                 "traceback": traceback.format_exc()})
 
     def validation_cases(self) -> list[tuple[Example, str, float]]:
         """``(example, completion, expected reward)``: at least one gold (1.0) and one wrong (0.0) case."""
@@ -78,31 +85,128 @@ def validate_verifier(verifier: Verifier, example: Example, wrong: str) -> None:
                              f"gold answer scored {gold}, wrong answer {wrong!r} scored {bad}")
 
 
-def load_callable(spec: str) -> Callable[..., Any]:
-    """``"package.module:function"`` -> the function."""
-    mod, sep, attr = spec.partition(":")
-    if not sep or not mod or not attr:
-        raise ValueError(f"expected 'package.module:function', got {spec!r}")
+def _module_from_file(path: Path, name: str):
+    """Import ``path`` under a name unique to the file (two ``reward.py`` in different folders don't clash)."""
+    unique = f"rlvr_user_{name.replace('.', '_')}_{zlib.crc32(str(path).encode()):08x}"
+    if unique in sys.modules:
+        return sys.modules[unique]
+    spec = importlib.util.spec_from_file_location(unique, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[unique] = module  # before exec, as the import system does (dataclasses and pickling need it)
     try:
-        return getattr(importlib.import_module(mod), attr)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"cannot load reward function {spec!r}: {e}") from e
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[unique]
+        raise
+    return module
+
+
+def load_callable(spec: str, search_dirs: Sequence[str | Path] = ()) -> Callable[..., Any]:
+    """``"package.module:function"`` or ``"path/to/file.py:function"`` -> the function.
+
+    A module name is imported normally first; if no such module is importable, ``module.py`` (dots as
+    folders) is looked up in ``search_dirs`` (the config file's folder, when the config came from a file)
+    and then in the working directory, so a reward function beside the config needs no ``PYTHONPATH``.
+    A file path is taken relative to the same folders.
+    """
+    mod, sep, attr = spec.rpartition(":")
+    if not sep or not mod or not attr:
+        raise ValueError(f"expected 'package.module:function' or 'file.py:function', got {spec!r}")
+    dirs = [Path(d) for d in search_dirs] + [Path.cwd()]
+    try:
+        if mod.endswith(".py"):
+            candidates = [Path(mod)] if Path(mod).is_absolute() else [d / mod for d in dirs]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                raise ImportError(f"no file {mod} in {', '.join(str(d) for d in dirs)}")
+            module = _module_from_file(found.resolve(), found.stem)
+        else:
+            try:
+                module = importlib.import_module(mod)
+            except ModuleNotFoundError as e:
+                if e.name is None or not mod.startswith(e.name):
+                    raise  # the module exists but imports something missing: report that
+                rel = Path(*mod.split(".")).with_suffix(".py")
+                found = next((d / rel for d in dirs if (d / rel).is_file()), None)
+                if found is None:
+                    raise ImportError(f"no module named {mod!r} (looked for {rel} in "
+                                      f"{', '.join(str(d) for d in dirs)})") from None
+                module = _module_from_file(found.resolve(), mod)
+        fn = getattr(module, attr)
+    except Exception as e:  # a missing module or name, or the user's module failing at import
+        raise ValueError(f"cannot load reward function {spec!r}: {type(e).__name__}: {e}") from e
+    if not callable(fn):
+        raise ValueError(f"cannot load reward function {spec!r}: {attr} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+_RLVR_KWARGS = ("answers", "examples")
+
+
+def _accepted(fn: Callable[..., Any]) -> Callable[[str], bool]:
+    """Which keyword arguments ``fn`` takes: all of them with ``**kwargs``, else its named parameters."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return lambda name: True
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return lambda name: True
+    names = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return names.__contains__
 
 
 class _CallableVerifier:
+    """A batch reward function called once per batch, as TRL calls its reward functions.
+
+    ``fn(prompts, completions, **fields)``: the prompts and completion texts as lists, then every field of
+    the examples as a keyword list (``answer``, each ``meta`` field, None where an example lacks it) and
+    rlvr's ``answers`` and ``examples``; a function without ``**kwargs`` gets only the keywords it names.
+    It returns one float per completion; None means "not applicable" and scores 0 without an error. A
+    function that raises, or returns the wrong number of values, fails the whole batch: each completion
+    scores 0 with the error and its traceback, which the scorer reports (see :mod:`rlvr.tasks.scoring`).
+    """
+
+    batched = True
+
     def __init__(self, fn: Callable[..., Sequence[float]], name: str):
         self.fn, self.name = fn, name
+        self._takes = _accepted(fn)
+
+    def _kwargs(self, examples: Sequence[Example]) -> dict[str, list[Any]]:
+        fields = {"answer": [e.answer for e in examples]}
+        for key in dict.fromkeys(k for e in examples for k in e.meta):
+            if key not in ("prompts", "completions", *_RLVR_KWARGS):
+                fields.setdefault(key, [e.meta.get(key) for e in examples])
+        fields.update(answers=[e.answer for e in examples], examples=list(examples))
+        return {k: v for k, v in fields.items() if self._takes(k)}
+
+    def score_batch(self, examples: Sequence[Example], texts: Sequence[str]) -> list[Score]:
+        try:
+            values = list(self.fn([e.prompt for e in examples], list(texts), **self._kwargs(examples)))
+            if len(values) != len(texts):
+                raise ValueError(f"returned {len(values)} rewards for {len(texts)} completions")
+            out = []
+            for v in values:
+                if v is None:
+                    out.append(Score(0.0, {"correct": 0.0}, {"reason": "not applicable (the function returned None)"}))
+                else:
+                    out.append(Score(float(v), {"correct": float(float(v) >= 1.0)}))
+            return out
+        except Exception as e:  # reported and counted by the scorer; the error policy decides whether to stop
+            err = {"error": f"{self.name}: {type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+            return [Score(0.0, {"correct": 0.0}, dict(err)) for _ in texts]
 
     def __call__(self, example: Example, text: str) -> Score:
-        try:
-            value = float(self.fn([example.prompt], [text], answers=[example.answer], examples=[example])[0])
-        except Exception as e:  # a user's function failing on odd output must not stop training
-            return Score(0.0, {"correct": 0.0}, {"error": f"{type(e).__name__}: {e}"})
-        return Score(value, {"correct": float(value >= 1.0)})
+        return self.score_batch([example], [text])[0]
 
 
-def from_callable(fn: Callable[..., Sequence[float]] | str, name: str | None = None) -> Verifier:
+def from_callable(fn: Callable[..., Sequence[float]] | str, name: str | None = None,
+                  search_dirs: Sequence[str | Path] = ()) -> Verifier:
     """Adapt a batch reward function ``(prompts, completions, **kw) -> list[float]`` to a verifier."""
     if isinstance(fn, str):
-        name, fn = name or fn, load_callable(fn)
+        name, fn = name or fn, load_callable(fn, search_dirs)
+    if not callable(fn):
+        raise TypeError(f"a reward function must be callable, got {type(fn).__name__}")
     return _CallableVerifier(fn, name or getattr(fn, "__name__", "reward_fn"))

@@ -1,0 +1,128 @@
+"""What every run builds before it trains: seeds, device, threads, model, task, and the checks on them.
+
+:func:`prepare` is shared by ``rlvr train``, ``rlvr sft``, ``rlvr eval`` and the Python API. Each check
+fails with one clear :class:`~rlvr.train.preflight.SetupError` before any work is done (see
+:mod:`rlvr.train.preflight` and :mod:`rlvr.train.prompt_limits`). :func:`build_components` turns a prepared
+model and task into the loop's :class:`~rlvr.train.loop.Components`; :func:`build_engine` is the one
+place an engine is built (training wraps it in the configured rollout wrappers; evaluation never does).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlvr.config import RunConfig
+from rlvr.models.loading import ModelConfig, load_model
+from rlvr.optim import OPTIMIZERS
+from rlvr.rollout.base import ENGINES
+from rlvr.rollout.wrappers import wrap_engine
+from rlvr.sampling import build_data
+from rlvr.tasks.base import TASKS, Task
+from rlvr.tasks.scoring import Scorer, check_verifier
+from rlvr.train.algo_state import AlgorithmState
+from rlvr.train.kl_control import KLController
+from rlvr.train.loop import Components
+from rlvr.train.preflight import (SetupError, check_chat_template, check_device, check_group_size,
+                                  check_packages)
+from rlvr.train.prompt_limits import PromptReport, fit_prompts
+from rlvr.train.threads import apply_threads
+
+__all__ = ["Prepared", "prepare", "build_task", "build_engine", "build_components", "seed_everything",
+           "pick_device", "SetupError"]
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def pick_device(name: str) -> torch.device:
+    check_device(name)
+    return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
+
+
+def build_task(cfg: RunConfig) -> Task:
+    return TASKS.get(cfg.task.name).fn(cfg.task.params)
+
+
+@dataclass
+class Prepared:
+    model: Any
+    tokenizer: Any
+    task: Task
+    device: torch.device
+    prompts: PromptReport
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task | None = None,
+            model_cfg: ModelConfig | None = None, check_scoring: bool = True) -> Prepared:
+    """Seed, check, load and fit: the model and tokenizer (given, or from ``model_cfg`` / ``cfg.model``),
+    the task (given, or built from ``cfg.task``) with its prompts checked against the model's context."""
+    check_packages(cfg)
+    device = pick_device(cfg.device)
+    warning = check_group_size(cfg)
+    if warning:
+        _say(warning)
+    apply_threads(cfg.train.threads)
+    seed_everything(cfg.seed)
+    if model is None:
+        model, tokenizer = load_model(model_cfg or cfg.model, seed=cfg.seed)
+    elif tokenizer is None:
+        raise SetupError("a model object needs its tokenizer too (tokenizer=...)")
+    task = task if task is not None else build_task(cfg)
+    where = (model_cfg or cfg.model).path or "the built-in tiny model"
+    check_chat_template(tokenizer, cfg.model.chat_template, [e for s in task.splits for e in task.examples(s)], where)
+    report = fit_prompts(task, tokenizer, model, cfg.rollout.max_new_tokens, cfg.data.max_prompt_tokens,
+                         cfg.data.prompt_overflow, cfg.model.chat_template)
+    if any(s["dropped"] or s["truncated"] for s in report.splits.values()):
+        _say(report.summary())
+    if check_scoring and "train" in task.splits:
+        check_verifier(task, task.examples("train"))
+    return Prepared(model.to(device), tokenizer, task, device, report)
+
+
+def build_engine(cfg: RunConfig, model, tok, batch_size: int, training: bool = False):
+    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=batch_size, chat_template=cfg.model.chat_template)
+    return wrap_engine(engine, model, tok, cfg.rollout, cfg.model.chat_template) if training else engine
+
+
+def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
+    o = cfg.optim
+    opt = OPTIMIZERS.get(o.optimizer.name).fn(model, o, o.optimizer.params)
+    total = max(1, cfg.train.steps * cfg.algorithm.epochs * cfg.algorithm.minibatches)
+
+    def lr_at(i: int) -> float:
+        if i < o.warmup_steps:
+            return (i + 1) / o.warmup_steps
+        frac = min(1.0, (i - o.warmup_steps) / max(1, total - o.warmup_steps))
+        return {"constant": 1.0, "linear": 1.0 - frac, "cosine": 0.5 * (1 + math.cos(math.pi * frac))}[o.schedule]
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+
+
+def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.device | str = "cpu",
+                     ref_model=None) -> Components:
+    """The loop's components for ``model`` and ``task`` as the config names them."""
+    device = torch.device(device)
+    model.to(device)
+    engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
+    opt, sched = _optimizer(cfg, model)
+    sampler, allocator, stats = build_data(cfg, task)
+    return Components(model=model, tokenizer=tok, task=task, engine=engine,
+                      sampler=sampler, allocator=allocator, stats=stats,
+                      optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
+                      kl=KLController(cfg.algorithm.kl, cfg.train.steps),
+                      scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac),
+                      algo_state=AlgorithmState(cfg))
