@@ -1,4 +1,10 @@
-"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config."""
+"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config.
+
+Start-up is kept fast: this module imports only typer and rich, and each command imports what it needs
+(torch, transformers and the component registries come with ``rlvr.config``), so ``rlvr --help``,
+``rlvr CMD --help``, ``rlvr recipes`` and ``rlvr defab ...`` load no model libraries
+(tests/test_cli_startup.py holds this).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from rlvr.config import ConfigError, RunConfig, dump_config, load_config
+if TYPE_CHECKING:
+    from rlvr.config import RunConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
                   help="rlvr: reinforcement learning from verifiable rewards.")
@@ -44,6 +52,8 @@ def _quiet_libraries() -> None:
 
 def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path] = None,
             seed: Optional[int] = None, recipe: Optional[str] = None) -> RunConfig:
+    from rlvr.config import ConfigError, load_config
+
     overrides = list(sets or [])
     if out is not None:
         overrides.append(f"out={out}")
@@ -52,12 +62,29 @@ def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Pat
     try:
         return load_config(config, overrides, recipe=recipe)
     except ConfigError as e:
-        console.print(f"[red]error:[/red] {e}", markup=True, highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
 
 
+def _setup_errors() -> tuple[type[Exception], ...]:
+    """Errors that mean the run cannot start as set up: printed as one message, exit code 2."""
+    from rlvr.models.checks import ModelDirError
+    from rlvr.train.preflight import SetupError
+    from rlvr.train.prompt_limits import PromptLimitError
+
+    return SetupError, ModelDirError, PromptLimitError
+
+
+def _run_errors() -> tuple[type[Exception], ...]:
+    """Errors that stop a run that has started (the message says what was saved): exit code 1."""
+    from rlvr.tasks.scoring import ScoringError
+    from rlvr.train.rundir import RunDirBusy
+
+    return ScoringError, RunDirBusy
+
+
 def _fail(msg: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {msg}", highlight=False)
+    console.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -65,6 +92,7 @@ def _fail(msg: str, code: int = 1) -> None:
 def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None,
           recipe: RecipeOpt = None, resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None):
     """Train with RL. With no arguments: the built-in CPU demo (tiny model, SFT warm-up, GRPO, eval)."""
+    from rlvr.config import ConfigError
     from rlvr.tasks.dataset import DataError
     from rlvr.train.run import resume as resume_run, train as train_run
     from rlvr.train.update import NonFiniteError
@@ -79,12 +107,16 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
             summary = train_run(_config(config, set_, out, seed, recipe))
     except ConfigError as e:
         _fail(str(e), 2)
+    except _setup_errors() as e:
+        _fail(str(e), 2)
     except (DataError, FileNotFoundError, FileExistsError) as e:
         _fail(str(e), 2)
+    except _run_errors() as e:
+        _fail(str(e))
     except NonFiniteError as e:
-        _fail(f"{e}. Training stopped; the last good checkpoint is kept in the run directory.")
+        _fail(str(e))
     except KeyboardInterrupt as e:
-        console.print(f"interrupted: {e or 'no checkpoint written'}")
+        console.print(f"interrupted: {e or 'aborted without saving'}", highlight=False)
         raise typer.Exit(130)
     _print_summary(summary)
 
@@ -117,6 +149,11 @@ def sft(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed:
         result = run_sft(cfg)
     except (FileNotFoundError, ValueError) as e:
         _fail(str(e), 2)
+    except _run_errors() as e:
+        _fail(str(e))
+    except KeyboardInterrupt as e:
+        console.print(f"interrupted: {e or 'aborted without saving'}", highlight=False)
+        raise typer.Exit(130)
     Console().print_json(json.dumps(result))
 
 
@@ -189,6 +226,7 @@ def compare(out: Annotated[Path, typer.Option("--out", "-o", help="comparison di
     """
     from rlvr.compare import CompareError, make_variants, run_compare, write_report
     from rlvr.compare.runner import check_budgets, variant_config
+    from rlvr.config import ConfigError
 
     _quiet_libraries()
     try:
@@ -235,6 +273,7 @@ def _print_comparison(results: dict) -> None:
 @app.command()
 def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comparison's --out directory)")]):
     """Regenerate a run's plot.png, summary.json and report.html (or a comparison's report) from its files."""
+    from rlvr.config import ConfigError
     from rlvr.report import report_run
 
     try:
@@ -301,6 +340,8 @@ def show_config(config: ConfigOpt = None, set_: SetOpt = None, recipe: RecipeOpt
 
         sys.stdout.write(config_reference())
         return
+    from rlvr.config import dump_config
+
     sys.stdout.write(dump_config(_config(config, set_, recipe=recipe)))
 
 
