@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.compare.aggregate import RunData, costs, curve, final_metrics, heldout_curve, load_run, significance
-from rlvr.compare.runner import Variant, rollout_budget, run_dir_of
+from rlvr.compare.variants import Variant, rollout_budget, run_dir_of, variant_config
 from rlvr.eval.output import json_safe
 from rlvr.report.html import fmt, fmt_ci, page, section, table
 from rlvr.report.svg import PALETTE, Series, interval_chart, line_chart
@@ -34,8 +34,6 @@ _TESTS = (
 
 
 def collect(out: Path, variants: list[Variant], seeds: list[int]) -> dict[str, list[RunData]]:
-    from rlvr.compare.runner import variant_config
-
     plan = json.loads((out / "compare.json").read_text()) if (out / "compare.json").is_file() else {}
     runs: dict[str, list[RunData]] = {}
     for v in variants:
@@ -153,8 +151,6 @@ def _runs_table(runs: dict[str, list[RunData]], out: Path) -> str:
 
 def write_report(out: str | Path, variants: list[Variant], seeds: list[int], warnings: list[str] | None = None) -> dict:
     """Aggregate the runs under ``out`` into ``report.html`` and ``results.json``; returns the results."""
-    from rlvr.compare.runner import variant_config
-
     out = Path(out)
     plan = json.loads((out / "compare.json").read_text()) if (out / "compare.json").is_file() else {}
     runs = collect(out, variants, seeds)

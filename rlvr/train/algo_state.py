@@ -4,6 +4,7 @@ A component registered with ``state=factory`` (a history anchor, a learned probe
 schedule's progress) gets ``factory(params)`` once per run; the object is passed to each call and must have
 ``state_dict() -> JSON-able dict`` and ``load_state_dict(dict)``. States are keyed by the component's config
 path (``algorithm.advantage_transforms.1``), so two instances of one method keep separate state.
+``DictState`` (rlvr.core.state) is the plain-dict state most components use.
 """
 
 from __future__ import annotations
@@ -11,19 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.config import RunConfig, configured_components
+from rlvr.core.state import DictState  # re-exported: components build their state with it
 
 __all__ = ["AlgorithmState", "DictState"]
-
-
-class DictState(dict):
-    """A plain JSON-able dict as a component state (for components whose state is a few numbers/lists)."""
-
-    def state_dict(self) -> dict[str, Any]:
-        return dict(self)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.clear()
-        self.update(state)
 
 
 class AlgorithmState:

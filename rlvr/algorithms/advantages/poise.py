@@ -39,6 +39,7 @@ import torch
 from pydantic import Field, model_validator
 
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.core.state import DictState
 from rlvr.registry import Params
 
 __all__ = ["POISEParams", "poise_advantage", "probe_features", "cross_baseline", "new_probe"]
@@ -64,9 +65,7 @@ class POISEParams(Params):
 
 
 def new_probe(p: POISEParams):
-    """A fresh probe state (imported here: rlvr.train imports the config, which imports this package)."""
-    from rlvr.train.algo_state import DictState
-
+    """A fresh probe state."""
     return DictState(w=None, c=0.0, updates=0, heldout_bce=None)
 
 

@@ -19,6 +19,7 @@ import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.core.state import DictState
 from rlvr.registry import Params
 
 __all__ = ["FGRPOParams", "fgrpo_transform", "dual_ascent"]
@@ -32,9 +33,7 @@ class FGRPOParams(Params):
 
 
 def new_state(p: FGRPOParams):
-    """Multipliers at ``lambda_init`` (DictState imported here: rlvr.train imports this package's config)."""
-    from rlvr.train.algo_state import DictState
-
+    """Multipliers at ``lambda_init``."""
     return DictState(lambdas={k: p.lambda_init for k in sorted(p.constraints)})
 
 

@@ -28,6 +28,7 @@ from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.algorithms.transforms.difficulty import success, success_rate
+from rlvr.core.state import DictState
 from rlvr.registry import Params
 
 __all__ = ["HADWParams", "ha_dw_transform", "update_anchor", "new_state"]
@@ -43,9 +44,7 @@ class HADWParams(Params):
 
 
 def new_state(p: HADWParams):
-    """A fresh ``DictState`` (imported here: rlvr.train imports the config, which imports this package)."""
-    from rlvr.train.algo_state import DictState
-
+    """A fresh ``DictState``: no anchor yet, an empty window."""
     return DictState(anchor=None, window=[])
 
 
