@@ -135,6 +135,7 @@ def test_aggregation_oracle(name, params, want):
 
 def _naive_aggregate(name, loss, mask, max_len=9):
     rows = [[float(loss[i, t]) for t in range(loss.shape[1]) if mask[i, t]] for i in range(loss.shape[0])]
+    rows = [r for r in rows if r]  # an empty row is not a completion
     b, tokens = len(rows), sum(len(r) for r in rows)
     if name == "token_mean":
         return sum(sum(r) for r in rows) / tokens
@@ -150,11 +151,13 @@ AGG_CASES = [("token_mean", Params()), ("seq_mean_token_mean", Params()), ("seq_
 
 
 @pytest.mark.parametrize("name,params", AGG_CASES)
-def test_aggregation_matches_naive_loop(name, params):
+@pytest.mark.parametrize("empty", [(), (2, 5)])
+def test_aggregation_matches_naive_loop(name, params, empty):
     torch.manual_seed(1)
     loss = torch.randn(8, 9)
     mask = (torch.rand(8, 9) > 0.4).float()
     mask[:, 0] = 1
+    mask[list(empty)] = 0  # rows the overlong filter emptied
     assert float(agg(name, params, loss, mask)) == pytest.approx(_naive_aggregate(name, loss, mask), rel=1e-5)
 
 
