@@ -1,5 +1,8 @@
 """Groups of unequal size through every registered advantage estimator, advantage/reward transform and
-aggregation, and through a real training step with its metrics."""
+aggregation, and through a real training step with its metrics.
+
+Nothing is skipped: every registered component runs, with a fixture for every extra tensor it may ask for
+and explicit parameters where its params have required fields; one that raises fails its test."""
 
 import math
 
@@ -15,9 +18,26 @@ from tests.test_budget import rig
 
 SIZES = [1, 2, 5, 3, 9]  # a group of one, a pair, and larger groups of different sizes
 T = 6
-PER_TOKEN_EXTRAS = {"old_logp", "teacher_logp", "neg_teacher_logp", "ref_logp"}
-NONNEG_TOKEN_EXTRAS = {"entropy"}  # per-token, >= 0
-ROW_EXTRAS = {"hidden": 8}  # per-row vectors of this width
+H = 8  # width of the per-row vectors (hidden)
+# a fixture for every extra tensor a component may request (registry.EXTRAS): [N, T] per token, [N, H] per row
+EXTRA_FIXTURES = {
+    "old_logp": lambda n, g: -torch.rand(n, T, generator=g),  # log-probs: <= 0
+    "ref_logp": lambda n, g: -torch.rand(n, T, generator=g),
+    "teacher_logp": lambda n, g: -torch.rand(n, T, generator=g),
+    "neg_teacher_logp": lambda n, g: -torch.rand(n, T, generator=g),
+    "entropy": lambda n, g: torch.rand(n, T, generator=g),  # >= 0
+    "self_certainty": lambda n, g: torch.rand(n, T, generator=g),  # logsumexp - mean >= 0
+    "chosen_logit": lambda n, g: 3 * torch.randn(n, T, generator=g),
+    "segment_end": lambda n, g: (torch.rand(n, T, generator=g) < 0.3).float(),  # 0/1
+    "guided": lambda n, g: (torch.rand(n, 1, generator=g) < 0.25).float().expand(n, T).contiguous(),  # per row
+    "hidden": lambda n, g: torch.randn(n, H, generator=g),
+}
+# parameters for the components whose params have required fields (the rest run with their defaults)
+REQUIRED_PARAMS = {("REWARD_TRANSFORMS", "fgrpo"): {"constraints": {"correct": 0.5}}}
+
+
+def test_every_extra_has_a_fixture():
+    assert set(EXTRA_FIXTURES) == set(reg.EXTRAS) - reg.FLAGS, "give the new extra a ragged fixture"
 
 
 def ragged_batch(seed=0):
@@ -32,20 +52,11 @@ def ragged_batch(seed=0):
 
 
 def _extras(entry, n, gen):
-    missing = set(entry.needs) - PER_TOKEN_EXTRAS - NONNEG_TOKEN_EXTRAS - set(ROW_EXTRAS) - getattr(reg, "FLAGS", set())
-    if missing:
-        pytest.skip(f"needs extras of unknown shape: {sorted(missing)}")
-    out = {k: -torch.rand(n, T, generator=gen) for k in entry.needs if k in PER_TOKEN_EXTRAS}
-    out.update({k: torch.rand(n, T, generator=gen) for k in entry.needs if k in NONNEG_TOKEN_EXTRAS})
-    out.update({k: torch.randn(n, w, generator=gen) for k, w in ROW_EXTRAS.items() if k in entry.needs})
-    return out
+    return {k: EXTRA_FIXTURES[k](n, gen) for k in sorted(entry.needs - reg.FLAGS)}
 
 
-def _params(entry):
-    try:
-        return entry.params()
-    except Exception as e:  # a component without defaults for every parameter
-        pytest.skip(f"no default parameters: {e}")
+def _params(kind, name, entry):
+    return entry.params(**REQUIRED_PARAMS.get((kind, name), {}))
 
 
 def _run_advantage(entry, params, rewards, gi, lengths, mask, extras):
@@ -54,8 +65,8 @@ def _run_advantage(entry, params, rewards, gi, lengths, mask, extras):
     # a per-prompt prior (as the aero allocator writes it), a function of the group so relabelling keeps it
     comps = {"correct": rewards.clone(), "prior_pass_rate": 0.2 + 0.5 * group_mean(rewards, gi)}
     inp = AdvantageInputs(rewards, gi, lengths, mask, comps, extras, 0, 10)
-    state = entry.state(params) if getattr(entry, "state", None) is not None else None
-    return reg.call(entry, inp, params, state) if hasattr(reg, "call") else entry.fn(inp, params)
+    state = entry.state(params) if entry.state is not None else None
+    return reg.call(entry, inp, params, state)
 
 
 def _permuted(perm, rewards, gi, lengths, mask, extras, relabel):
@@ -66,7 +77,7 @@ def _permuted(perm, rewards, gi, lengths, mask, extras, relabel):
 @pytest.mark.parametrize("name", ADVANTAGES.names())
 def test_every_advantage_handles_ragged_groups(name):
     entry = ADVANTAGES.get(name)
-    params = _params(entry)
+    params = _params("ADVANTAGES", name, entry)
     rewards, gi, lengths, mask = ragged_batch()
     extras = _extras(entry, len(gi), torch.Generator().manual_seed(1))
     adv = _run_advantage(entry, params, rewards, gi, lengths, mask, extras)
@@ -90,32 +101,23 @@ def test_group_local_advantages_equal_per_group_computation(name):
         assert torch.allclose(full[rows], alone, atol=1e-6), (name, g)
 
 
-@pytest.mark.parametrize("kind", ["ADVANTAGE_TRANSFORMS", "REWARD_TRANSFORMS"])
-def test_every_transform_handles_ragged_groups(kind):
-    registry = getattr(reg, kind, None)
-    if registry is None:
-        pytest.skip(f"no {kind} registry")
+TRANSFORMS = [(kind, name) for kind in ("ADVANTAGE_TRANSFORMS", "REWARD_TRANSFORMS")
+              for name in getattr(reg, kind).names()]
+
+
+@pytest.mark.parametrize("kind,name", TRANSFORMS)
+def test_every_transform_handles_ragged_groups(kind, name):
     rewards, gi, lengths, mask = ragged_batch()
     adv = ADVANTAGES.get("grpo").fn(AdvantageInputs(rewards, gi), ADVANTAGES.get("grpo").params())[:, None] * mask
-    ran = 0
-    for name in registry.names():
-        entry = registry.get(name)
-        needs = set(entry.needs) - getattr(reg, "FLAGS", set())
-        if needs - PER_TOKEN_EXTRAS:
-            continue
-        try:
-            params = entry.params()
-        except Exception:
-            continue
-        extras = {k: -torch.rand(len(gi), T, generator=torch.Generator().manual_seed(4)) for k in needs}
-        inp = reg.TransformInputs(rewards, gi, mask, adv if kind == "ADVANTAGE_TRANSFORMS" else None,
-                                  {"correct": rewards.clone()}, extras, 0, 10)
-        state = entry.state(params) if entry.state is not None else None
-        out, metrics = reg.call(entry, inp, params, state)
-        assert out.shape[0] == len(gi) and torch.isfinite(out).all(), name
-        assert all(math.isfinite(float(v)) for v in metrics.values()), name
-        ran += 1
-    assert ran > 0
+    entry = getattr(reg, kind).get(name)
+    params = _params(kind, name, entry)
+    extras = _extras(entry, len(gi), torch.Generator().manual_seed(4))
+    inp = reg.TransformInputs(rewards, gi, mask, adv if kind == "ADVANTAGE_TRANSFORMS" else None,
+                              {"correct": rewards.clone()}, extras, 0, 10)
+    state = entry.state(params) if entry.state is not None else None
+    out, metrics = reg.call(entry, inp, params, state)
+    assert out.shape[0] == len(gi) and torch.isfinite(out).all(), name
+    assert all(math.isfinite(float(v)) for v in metrics.values()), name
 
 
 @pytest.mark.parametrize("name", AGGREGATIONS.names())
@@ -123,11 +125,12 @@ def test_every_aggregation_handles_ragged_groups(name):
     entry = AGGREGATIONS.get(name)
     rewards, gi, lengths, mask = ragged_batch()
     adv = ADVANTAGES.get("grpo").fn(AdvantageInputs(rewards, gi), ADVANTAGES.get("grpo").params())[:, None] * mask
-    coef = entry.fn(AggregationInputs(mask, gi, adv, T), entry.params())
+    params = _params("AGGREGATIONS", name, entry)
+    coef = entry.fn(AggregationInputs(mask, gi, adv, T), params)
     assert coef.shape in ((len(gi),), (len(gi), T)) and torch.isfinite(coef).all() and (coef >= 0).all()
     perm = torch.randperm(len(gi), generator=torch.Generator().manual_seed(5))
     relabel = torch.tensor([40, 3, 17, 0, 8])
-    coef2 = entry.fn(AggregationInputs(mask[perm], relabel[gi][perm], adv[perm], T), entry.params())
+    coef2 = entry.fn(AggregationInputs(mask[perm], relabel[gi][perm], adv[perm], T), params)
     assert torch.allclose(coef2, coef[perm], atol=1e-7), name
 
 
