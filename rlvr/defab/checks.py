@@ -24,9 +24,10 @@ Decisions (each is tested in ``tests/defab/test_decisions.py``):
    in the gold set" would otherwise pay for answering the question with itself.
 5. Minimality tries every proper subset of the body, the empty one included whenever the smaller rule is
    still range-restricted (:func:`body_subsets`); so ``bird(tweety) => flies(tweety)`` is not minimal
-   when ``=> flies(tweety)`` also works. The authors' code only drops one atom at a time. Minimality
-   decides Level-1/2 gold membership; at Level 3 it is reported but not scored, as in the paper's graded
-   formula.
+   when ``=> flies(tweety)`` also works. The authors' code only drops one atom at a time. A body is a
+   set: a repeated literal is one antecedent, so it neither makes a rule non-minimal nor counts twice
+   towards the language bias's body length. Minimality decides Level-1/2 gold membership and, by
+   decision 7, full credit at Level 3.
 6. Smaller choices:
    a. superiority between non-ground rules holds between every pair of their instances (labels carry
       it), as in the authors' engine; "same variable binding" is undefined for rules whose variables
@@ -43,6 +44,29 @@ Decisions (each is tested in ``tests/defab/test_decisions.py``):
       in the standard variant when a strict rule fires on defeasible premises), but a Γ pair must be
       ``h > r`` with r a defeasible rule or defeater of D⁻, else the answer is not well-formed;
    g. naming: ``anomaly`` is the wrongly derived literal ~α, as in the authors' data.
+7. Level 3 generality and minimality. Without them ``x: penguin(tweety) ~> ~flies(tweety).`` (any fact
+   about the anomaly's individual as the body) resolves every instance conservatively and scored 1.0,
+   while the bare ``~> ~flies(tweety)`` scored 0.25 (decision 6b): the body is a fact, so the rule is
+   applicable exactly when the bare one is; it is the observation restated with a decoration.
+   a. Generality (part of the default language bias, :attr:`LanguageBias.general`). Level 3 asks for
+      a revision of a default, an exception "for a specific subclass" (DeFAb §1); every resolution of
+      the paper (``stab_wounds(X, N), ... ~> ~single_perp(X)``, ``disordered(X), protein(X) ~> ...``)
+      and every gold of :mod:`rlvr.defab.generate` (``c(X) ~> ~p(X)``) is a rule over a variable. So a
+      Level-3 head must contain a variable (unless it has no arguments: propositional theories), and
+      the body must not mention the head's own atom: ``p(X) ~> ~p(X)`` fires exactly where the
+      conclusion it attacks holds, and resolves by a loop rather than by a condition. A ground head
+      can only ever change the one observed literal; like the empty body it restates the observation,
+      so it is outside L and scores what the bare answer scores, 0.25 if it resolves.
+   b. Minimality counts at Level 3. The paper requires every hypothesis to "pass polynomial-time checks
+      for valid derivation, conservativity, and minimality" (abstract; its error class E3 is the
+      minimality violation), while its graded formula leaves minimality out. Here a conservative,
+      well-formed resolution earns 1.0 only if no proper body subset (decision 5) is a resolution that
+      achieves as much: within L (the Defeater Abduction Problem draws resolutions from L's candidate
+      spaces, so the empty body is no witness while L asks for one antecedent), resolving the anomaly,
+      and keeping every protected expectation when h does (a literal needed for conservativity is not
+      redundant). An over-specified resolution earns 0.75, "substantial credit": padding the gold with
+      a fact of the individual (``penguin(X), penguin(tweety) ~> ~flies(X)``) buys nothing.
+   The golds are general and minimal, so they keep 1.0 (tested on generated instances of every KB).
 """
 
 from __future__ import annotations
@@ -58,8 +82,8 @@ from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, is_v
 
 __all__ = ["InstanceError", "derives", "expectations", "criticality", "add_hypothesis", "valid_derivation",
            "is_defeasible_anomaly", "anomaly_resolved", "protected_expectations", "conservativity",
-           "body_subsets", "is_minimal", "LanguageBias", "well_formedness", "novelty", "revision_distance",
-           "Strength", "strength", "classify_strength", "graded_score"]
+           "body_subsets", "distinct_body", "is_minimal", "LanguageBias", "well_formedness", "novelty",
+           "revision_distance", "Strength", "strength", "classify_strength", "graded_score"]
 
 Hypothesis = Union[Literal, Rule]
 
@@ -141,15 +165,23 @@ def conservativity(protected: frozenset, revised: Union[Theory, Conclusions], *,
 def body_subsets(rule: Rule) -> list[Rule]:
     """Every rule with a proper subset of the body that is still range-restricted (decision 5).
 
-    The empty body is included when the head is ground or otherwise covered; body order is kept.
+    The empty body is included when the head is ground or otherwise covered; body order is kept. The
+    body is a set: a repeated literal is one antecedent, so dropping a copy is not a smaller rule.
     """
+    body = distinct_body(rule)
+    head_vars = [a for a in rule.head.atom.args if is_variable(a)]
     out = []
-    for k in range(len(rule.body)):
-        for keep in combinations(rule.body, k):
-            smaller = rule.with_body(keep)
-            if not smaller.unsafe_variables:
-                out.append(smaller)
+    for k in range(len(body)):
+        for keep in combinations(body, k):
+            terms = {a for b in keep for a in b.atom.args}  # a constant never equals a variable
+            if all(v in terms for v in head_vars):  # range-restricted; the parts are already validated
+                out.append(Rule._trusted(rule.label, rule.kind, keep, rule.head))
     return out
+
+
+def distinct_body(rule: Rule) -> tuple:
+    """The body as a set (first occurrences, in order): antecedents are conjoined, so repeats add nothing."""
+    return rule.body if len(rule.body) < 2 else tuple(dict.fromkeys(rule.body))
 
 
 def is_minimal(hypothesis: Hypothesis, succeeds: Callable[[Rule], bool]) -> bool:
@@ -168,8 +200,10 @@ class LanguageBias:
 
     ``None`` allows any predicate. Terms are flat (no function symbols), so the nesting depth is always
     0 and needs no parameter. ``min_body=1`` rules out unconditional exceptions such as
-    ``~> ~flies(tweety)``, which restate the observation (decision 6b); ``allow_constants=False`` forces
-    general rules. Head variables must always be range-restricted.
+    ``~> ~flies(tweety)``, which restate the observation (decision 6b); ``general=True`` rules out their
+    decorated forms, a ground head or a body on the head's own atom (decision 7a);
+    ``allow_constants=False`` forbids constants anywhere. Head variables must always be range-restricted.
+    Body length counts distinct literals (a body is a set).
     """
 
     body_predicates: Optional[frozenset] = None
@@ -178,6 +212,7 @@ class LanguageBias:
     min_body: int = 1
     kinds: frozenset = frozenset({RuleKind.DEFEATER, RuleKind.DEFEASIBLE})
     allow_constants: bool = True
+    general: bool = True
 
     @classmethod
     def for_instance(cls, theory: Theory, anomaly: Literal, **kw) -> "LanguageBias":
@@ -197,18 +232,33 @@ def well_formedness(rule: Rule, superiority: Iterable[Superiority], theory: Theo
         bad = sorted({b.predicate for b in rule.body} - bias.body_predicates)
         if bad:
             problems.append(f"body predicates {bad} are not allowed")
-    if not bias.min_body <= len(rule.body) <= bias.max_body:
-        problems.append(f"body length {len(rule.body)} is outside [{bias.min_body}, {bias.max_body}]")
+    n_body = len(distinct_body(rule))
+    if not bias.min_body <= n_body <= bias.max_body:
+        problems.append(f"body length {n_body} is outside [{bias.min_body}, {bias.max_body}]")
     if rule.unsafe_variables:
         problems.append(f"head variable {rule.unsafe_variables[0]} does not occur in the body")
     if not bias.allow_constants and any(not is_variable(a) for lit in (*rule.body, rule.head) for a in lit.args):
         problems.append("constants are not allowed")
+    if bias.general and rule.body:  # an empty body is already reported above (decision 6b)
+        problems += _generality(rule)
     for s in superiority:
         other = s.inferior if s.superior == rule.label else None
         if other is None:
             problems.append(f"superiority {s} must put the hypothesis {rule.label} above an existing rule")
         elif other not in theory.labels or theory.rule(other).kind is RuleKind.STRICT:
             problems.append(f"superiority {s} must name a defeasible rule or defeater of the theory")
+    return problems
+
+
+def _generality(rule: Rule) -> list[str]:
+    """Decision 7a: a rule about a class, not the one observation restated behind a vacuous condition."""
+    problems = []
+    if rule.head.args and rule.head.is_ground:  # a propositional head has no individual to generalise
+        problems.append(f"the head {rule.head} is ground: a rule about one individual restates the observation "
+                        "(decision 7a)")
+    if any(b.atom == rule.head.atom for b in rule.body):
+        problems.append(f"the body mentions the head's own atom {rule.head.atom}: the rule is circular "
+                        "(decision 7a)")
     return problems
 
 
@@ -249,16 +299,18 @@ def classify_strength(anomaly_derived: bool, observation_derived: bool, conserva
     return Strength.WEAK
 
 
-def graded_score(resolved: bool, well_formed: bool, conservative: bool, strength: Strength) -> float:
-    """The graded Level-3 reward (METHODS F3, decision 2):
+def graded_score(resolved: bool, well_formed: bool, conservative: bool, strength: Strength,
+                 minimal: bool = True) -> float:
+    """The graded Level-3 reward (METHODS F3, decisions 2 and 7b):
 
-    0 unresolved (or undecodable); 0.25 resolved but outside the language bias; 1.0 conservative;
-    0.75 strong but not conservative; 0.5 weak and not conservative.
+    0 unresolved (or undecodable); 0.25 resolved but outside the language bias; 1.0 conservative and
+    minimal; 0.75 conservative but not minimal, or strong but not conservative; 0.5 weak and not
+    conservative.
     """
     if not resolved:
         return 0.0
     if not well_formed:
         return 0.25
     if conservative:
-        return 1.0
+        return 1.0 if minimal else 0.75
     return 0.75 if strength in (Strength.STRONG, Strength.RESTRUCTURING) else 0.5

@@ -109,47 +109,59 @@ class _Compiled:
     """The ground theory as integer arrays: literal ids 2k / 2k+1 for atom k and its negation."""
 
     def __init__(self, gt: GroundTheory, logic: Logic):
-        self.atoms = atoms = {}  # atom -> k (literal ids 2k, 2k+1)
-        self.literals: list[Literal] = []
+        self.atoms = atoms = {}  # atom -> k (literal ids 2k, 2k+1); Literal objects only on demand
+        self._literals = None
 
         def lid(lit: Literal) -> int:
-            k = atoms.get(lit.atom)
+            a = lit.atom
+            k = atoms.get(a)
             if k is None:
-                k = atoms[lit.atom] = len(atoms)
-                self.literals.extend((Literal._trusted(lit.atom, False), Literal._trusted(lit.atom, True)))
+                k = atoms[a] = len(atoms)
             return 2 * k + lit.negated
 
         self.facts = [lid(f) for f in gt.facts]
         self.head, self.body = head, bodies = [], []
         self.strict, self.is_sup, self.is_att = strict, is_sup, is_att = [], [], []
         support, attack = logic.strict_support, logic.strict_attack
+        strict_kind, defeasible_kind = RuleKind.STRICT, RuleKind.DEFEASIBLE
         for r in gt.rules:
             head.append(lid(r.head))
             body = r.body
-            bodies.append([lid(body[0])] if len(body) == 1 else list(dict.fromkeys(map(lid, body))))  # dedupe
+            if len(body) == 1:
+                bodies.append([lid(body[0])])
+            else:
+                bodies.append(list(dict.fromkeys(map(lid, body))))  # dedupe
             k = r.kind
-            st = k is RuleKind.STRICT
+            st = k is strict_kind
             strict.append(st)
-            is_sup.append(k is RuleKind.DEFEASIBLE or (st and support))
+            is_sup.append(k is defeasible_kind or (st and support))
             is_att.append(attack or not st)
-        n = len(self.literals)
+        self.n = n = 2 * len(atoms)
         self.occ: list[list[int]] = [[] for _ in range(n)]
-        self.n_strict, self.n_sup, self.n_att = [0] * n, [0] * n, [0] * n
-        for r, (h, body) in enumerate(zip(self.head, self.body)):
-            for b in body:
-                self.occ[b].append(r)
-            self.n_strict[h] += self.strict[r]
-            self.n_sup[h] += self.is_sup[r]
-            self.n_att[h ^ 1] += self.is_att[r]
+        self.n_strict, self.n_sup, self.n_att = n_strict, n_sup, n_att = [0] * n, [0] * n, [0] * n
+        occ = self.occ
+        for r, h in enumerate(head):
+            for b in bodies[r]:
+                occ[b].append(r)
+            n_strict[h] += strict[r]
+            n_sup[h] += is_sup[r]
+            n_att[h ^ 1] += is_att[r]
         self.beats, self.n_beaters = self._superiority(gt, n)
+
+    @property
+    def literals(self) -> list[Literal]:
+        """Literal id i as a Literal (built on first use: the incremental checks only read ``atoms``)."""
+        if self._literals is None:
+            self._literals = [Literal._trusted(a, neg) for a in self.atoms for neg in (False, True)]
+        return self._literals
 
     def _superiority(self, gt: GroundTheory, n: int) -> tuple[list, list]:
         """beats[t]: attackers s of head(t) with label(t) ≻ label(s); every instance pair of two labels."""
         m = len(self.head)
-        beats: list[list[int]] = [[] for _ in range(m)]
         n_beaters = [0] * m
         if not gt.superiority:
-            return beats, n_beaters
+            return [()] * m, n_beaters  # nothing beats anything: one shared empty tuple
+        beats: list[list[int]] = [[] for _ in range(m)]
         inferiors: dict[str, set] = {}
         for sup, inf in gt.superiority:
             inferiors.setdefault(sup, set()).add(inf)
@@ -171,18 +183,22 @@ class _Compiled:
         return beats, n_beaters
 
 
+_PD, _MD, _PP, _MP = range(4)  # worklist event tags: +Δ, −Δ, +∂, −∂ (index into the handlers)
+
+
 class _Closure:
     """Worklist state: tags per literal, counters per rule and literal (see the module docstring)."""
 
-    PD, MD, PP, MP = range(4)
+    PD, MD, PP, MP = _PD, _MD, _PP, _MP
 
     def __init__(self, c: _Compiled):
-        n, m = len(c.literals), len(c.head)
+        n, m = c.n, len(c.head)
         self.c = c
-        self.pd, self.md, self.pp, self.mp = (bytearray(n) for _ in range(4))
-        self.is_fact = bytearray(n)
+        self.occ, self.head, self.strict = c.occ, c.head, c.strict  # read by every handler
+        self.pd, self.md, self.pp, self.mp = bytearray(n), bytearray(n), bytearray(n), bytearray(n)
+        self.is_fact = is_fact = bytearray(n)
         for f in c.facts:
-            self.is_fact[f] = 1
+            is_fact[f] = 1
         self.cnt_d = [len(b) for b in c.body]  # antecedents not yet +Δ (strict rules)
         self.cnt_p = list(self.cnt_d)  # antecedents not yet +∂
         self.dd, self.disc, self.neut = bytearray(m), bytearray(m), bytearray(m)
@@ -192,21 +208,26 @@ class _Closure:
         self.queue: deque = deque()
 
     def run(self) -> None:
-        c = self.c
+        c, queue = self.c, self.queue
+        pd, md = self.pd, self.md
         for f in c.facts:
-            self._set(self.pd, self.PD, f)
+            if not pd[f]:
+                pd[f] = 1
+                queue.append((_PD, f))
         for r, body in enumerate(c.body):
             if not body:  # empty bodies never see a counter reach zero, so start them here
                 if c.strict[r]:
-                    self._set(self.pd, self.PD, c.head[r])
+                    self._set(pd, self.PD, c.head[r])
                 self._applicable(r)
-        for q in range(len(c.literals)):
-            if self.live_strict[q] == 0 and not self.is_fact[q]:
-                self._set(self.md, self.MD, q)
+        live_strict, is_fact = self.live_strict, self.is_fact
+        for q in range(c.n):
+            if live_strict[q] == 0 and not is_fact[q] and not md[q]:
+                md[q] = 1
+                queue.append((_MD, q))
         handlers = (self._on_pd, self._on_md, self._on_pp, self._on_mp)
-        queue = self.queue
+        pop = queue.popleft
         while queue:
-            tag, q = queue.popleft()
+            tag, q = pop()
             handlers[tag](q)
 
     def _set(self, flags: bytearray, tag: int, q: int) -> None:
@@ -215,21 +236,21 @@ class _Closure:
             self.queue.append((tag, q))
 
     def _on_pd(self, q: int) -> None:
-        c = self.c
-        for r in c.occ[q]:
-            if c.strict[r]:
-                self.cnt_d[r] -= 1
-                if self.cnt_d[r] == 0:
-                    self._set(self.pd, self.PD, c.head[r])
+        strict, cnt_d = self.strict, self.cnt_d
+        for r in self.occ[q]:
+            if strict[r]:
+                cnt_d[r] -= 1
+                if cnt_d[r] == 0:
+                    self._set(self.pd, self.PD, self.head[r])
         self._set(self.pp, self.PP, q)  # +Δq gives +∂q
         self._check_mp(q ^ 1)  # +Δq is condition (2) of −∂~q
 
     def _on_md(self, q: int) -> None:
-        c = self.c
-        for r in c.occ[q]:
-            if c.strict[r] and not self.dd[r]:
-                self.dd[r] = 1
-                h = c.head[r]
+        strict, dd = self.strict, self.dd
+        for r in self.occ[q]:
+            if strict[r] and not dd[r]:
+                dd[r] = 1
+                h = self.head[r]
                 self.live_strict[h] -= 1
                 if self.live_strict[h] == 0 and not self.is_fact[h]:
                     self._set(self.md, self.MD, h)
@@ -237,15 +258,17 @@ class _Closure:
         self._check_mp(q)
 
     def _on_pp(self, q: int) -> None:
-        for r in self.c.occ[q]:
-            self.cnt_p[r] -= 1
-            if self.cnt_p[r] == 0:
+        cnt_p = self.cnt_p
+        for r in self.occ[q]:
+            cnt_p[r] -= 1
+            if cnt_p[r] == 0:
                 self._applicable(r)
 
     def _on_mp(self, q: int) -> None:
-        for r in self.c.occ[q]:
-            if not self.disc[r]:
-                self.disc[r] = 1
+        disc = self.disc
+        for r in self.occ[q]:
+            if not disc[r]:
+                disc[r] = 1
                 self._discarded(r)
 
     def _applicable(self, r: int) -> None:
@@ -279,9 +302,13 @@ class _Closure:
             self._check_pp(q)
 
     def _check_pp(self, q: int) -> None:
-        if not self.pp[q] and self.has_sup[q] and self.md[q ^ 1] and self.nn[q] == 0:
-            self._set(self.pp, self.PP, q)
+        pp = self.pp
+        if not pp[q] and self.has_sup[q] and self.md[q ^ 1] and self.nn[q] == 0:
+            pp[q] = 1
+            self.queue.append((_PP, q))
 
     def _check_mp(self, q: int) -> None:
-        if not self.mp[q] and self.md[q] and (self.live_sup[q] == 0 or self.pd[q ^ 1] or self.wins[q]):
-            self._set(self.mp, self.MP, q)
+        mp = self.mp
+        if not mp[q] and self.md[q] and (self.live_sup[q] == 0 or self.pd[q ^ 1] or self.wins[q]):
+            mp[q] = 1
+            self.queue.append((_MP, q))

@@ -144,7 +144,7 @@ class _LitCache:
         self._lits: dict = {}
 
     def literal(self, pattern: Literal, theta: dict) -> Literal:
-        args = tuple(theta.get(a, a) for a in pattern.atom.args)
+        args = tuple(map(theta.get, pattern.atom.args, pattern.atom.args))
         k = (pattern.negated, pattern.atom.predicate, args)
         lit = self._lits.get(k)
         if lit is None:
@@ -246,7 +246,7 @@ def _thetas(rule: Rule, doms: _Domains, consts: list[str], body: Optional[list] 
 
 
 def _head_args(rule: Rule, theta: dict) -> tuple:
-    return tuple(theta.get(a, a) for a in rule.head.atom.args)
+    return tuple(map(theta.get, rule.head.atom.args, rule.head.atom.args))
 
 
 def _domains(theory: Theory, consts: list[str], greatest: bool) -> tuple[_Domains, dict]:

@@ -25,23 +25,26 @@ three facts, each exact:
    protected expectations on A need the closure.
 
 **New constants.** A hypothesis may bring constants C⁺ that D⁻ lacks (a Level-1 fact about an individual
-whose only fact was removed). Literals mentioning C⁺ are then treated like K-literals (never pruned),
-and variables range over C ∪ C⁺. Pruning the others stays exact: renaming every constant of C⁺ to one
-constant of C maps D⁻'s instances to instances and its self-supported sets to self-supported sets (D⁻
-mentions no constant of C⁺), so a literal over C that does not fail in D⁻ over C ∪ C⁺ does not fail over
-C either. (This needs C ≠ ∅.) Point 3 compares with D⁻ over C, so :meth:`Prepared.affected` returns
-``None`` for such hypotheses, and callers use the reference path (re-ground D′, derive all of it).
+whose only fact was removed). Variables then range over C ∪ C⁺, and N(D⁻) over C ∪ C⁺ is read off
+N(D⁻) over C: renaming every constant of C⁺ to one constant c of C maps D⁻'s instances to instances and
+its self-supported sets to self-supported sets (D⁻ mentions no constant of C⁺), so a literal that does
+not fail in D⁻ over C ∪ C⁺ still does not fail over C after the renaming, for every choice of c. Hence
+a literal over C is kept iff it is in N(D⁻), and a literal mentioning C⁺ (outside K) only if each of its
+|C| renamings is (a Level-1 fact about a new individual then grounds little beyond what it implies);
+both prunings are exact (this needs C ≠ ∅). Point 3 compares with D⁻ over C, so
+:meth:`Prepared.affected` returns ``None`` for such hypotheses, and callers use the reference path (re-ground D′, derive all of it).
 Tests compare the two paths on random theories, generated instances and mutated hypotheses
 (``tests/defab/test_incremental.py``).
 """
 
 from __future__ import annotations
 
+import gc
 from itertools import product
 from typing import Iterable, Iterator, NamedTuple, Optional, Union
 
 from rlvr.defab.engine import Conclusions, _Closure, _Compiled, derive, resolve_variant
-from rlvr.defab.ground import _extend, _LitCache, _matches, _pattern, gc_paused, ground_with_domains
+from rlvr.defab.ground import _extend, _LitCache, _matches, _pattern, ground_with_domains
 from rlvr.defab.syntax import Atom, Literal, Rule, RuleKind, Superiority, Theory, is_variable
 
 __all__ = ["Prepared"]
@@ -67,13 +70,13 @@ class _Cone(NamedTuple):
 
 
 class _Context:
-    """Body domains of D′ for pruning (N(D⁻) outside K; every tuple inside K or mentioning C⁺) and the
-    memoised instances for one (K, C⁺)."""
+    """Body domains of D′ for pruning (every tuple inside K; outside K, N(D⁻) and the tuples with C⁺
+    whose renamings into C are all in N(D⁻)) and the memoised instances for one (K, C⁺)."""
 
-    __slots__ = ("base", "open", "new", "consts", "down", "up")
+    __slots__ = ("base", "open", "new", "old", "consts", "down", "up")
 
-    def __init__(self, base, open_keys: frozenset, new: frozenset, consts: list[str]):
-        self.base, self.open, self.new, self.consts = base, open_keys, new, consts
+    def __init__(self, base, open_keys: frozenset, new: frozenset, old: list[str], consts: list[str]):
+        self.base, self.open, self.new, self.old, self.consts = base, open_keys, new, old, consts
         self.down: dict = {}
         self.up: dict = {}
 
@@ -81,12 +84,21 @@ class _Context:
         return len(self.consts) ** key[2] if key in self.open else self.base.size(key)
 
     def lookup(self, key, positions: tuple, vals: tuple):
-        if key in self.open or self.new and any(v in self.new for v in vals):
+        if key in self.open:
             return self._all(key[2], positions, vals)
+        new = self.new
+        if new and any(v in new for v in vals):
+            return [t for t in self._all(key[2], positions, vals) if self._renamings_hold(key, t)]
         known = self.base.lookup(key, positions, vals)
-        if not self.new or len(positions) == key[2]:
+        if not new or len(positions) == key[2]:
             return known
-        return [*known, *(t for t in self._all(key[2], positions, vals) if any(a in self.new for a in t))]
+        return [*known, *(t for t in self._all(key[2], positions, vals)
+                          if any(a in new for a in t) and self._renamings_hold(key, t))]
+
+    def _renamings_hold(self, key, args: tuple) -> bool:
+        """Every renaming of C⁺ to one constant of C gives a tuple of N(D⁻) (module docstring)."""
+        values, new = self.base.values.get(key, ()), self.new
+        return all(tuple(c if a in new else a for a in args) in values for c in self.old)
 
     def _all(self, arity: int, positions: tuple, vals: tuple) -> list:
         if len(positions) == arity:
@@ -101,6 +113,15 @@ class _Context:
                 args[i] = v
             out.append(tuple(args))
         return out
+
+
+def _plan(rule: Rule) -> tuple:
+    """(body patterns, unsafe head variables, body variables, each pattern's argument positions) of a
+    rule, computed once per rule."""
+    pats = [_pattern(b) for b in rule.body]
+    body_vars = tuple(dict.fromkeys(a for _, args, isvar in pats for a, v in zip(args, isvar) if v))
+    unsafe = tuple(dict.fromkeys(a for a in rule.head.atom.args if is_variable(a) and a not in body_vars))
+    return pats, unsafe, body_vars, [tuple(range(len(args))) for _, args, _ in pats]
 
 
 def _unify(pattern: tuple, args: tuple) -> Optional[dict]:
@@ -125,9 +146,10 @@ class Prepared:
         self.base: Conclusions = derive(self.ground, self.logic)
         self.consts = sorted(theory.constants())
         self._const_set = frozenset(self.consts)
-        self._cache = _LitCache()
+        self._cache = _LitCache()  # every ground literal of a cone is interned here: dict hits by identity
         self._facts: dict[Atom, list[Literal]] = {}
         for f in theory.facts:
+            f = self._intern(f)
             self._facts.setdefault(f.atom, []).append(f)
         self._by_head: dict[tuple, list[Rule]] = {}  # (predicate, arity) of the head atom -> rules
         self._by_body: dict[tuple, list[tuple[Rule, Literal]]] = {}
@@ -142,6 +164,8 @@ class Prepared:
         self._sup = [(s.superior, s.inferior) for s in theory.superiority]
         self._reach: dict[tuple, frozenset] = {}
         self._contexts: dict[tuple, _Context] = {}
+        self._plans: dict = {}  # rule -> _plan(rule)
+        self._context_of: dict = {}  # h -> its context (h is hashed once per answer, its K and C⁺ not at all)
         self._last: tuple = (None, {})  # (h, its instances by head atom) from the latest ``affected``
 
     # -- grounding ---------------------------------------------------------------------------------
@@ -162,8 +186,21 @@ class Prepared:
             k = self._reach[start] = frozenset(seen)
         return k
 
+    def _intern(self, lit: Literal) -> Literal:
+        """The shared object for a ground literal (equal atoms are then identical: no ``__eq__`` calls)."""
+        return self._cache.literal(lit, {})
+
     def _context(self, h: Hypothesis) -> Optional[_Context]:
         """The domains and memos for h's K and new constants; None when D⁻ has no constant but h does."""
+        known = self._context_of
+        ctx = known.get(h, known)
+        if ctx is known:
+            if len(known) >= 4096:
+                known.clear()
+            ctx = known[h] = self._new_context(h)
+        return ctx
+
+    def _new_context(self, h: Hypothesis) -> Optional[_Context]:
         k = self._open_keys(h)
         lits = (h,) if isinstance(h, Literal) else (*h.body, h.head)
         new = frozenset(a for lit in lits for a in lit.args if not is_variable(a) and a not in self._const_set)
@@ -173,30 +210,38 @@ class Prepared:
         if ctx is None:
             if len(self._contexts) >= 64:  # bound the memory that answers with made-up constants can claim
                 self._contexts.clear()
-            ctx = self._contexts[(k, new)] = _Context(self.doms, k, new, sorted(self._const_set | new))
+            ctx = self._contexts[(k, new)] = _Context(self.doms, k, new, self.consts, sorted(self._const_set | new))
         return ctx
 
-    def _instances(self, rule: Rule, theta: dict, doms: _Context) -> Iterator[_Instance]:
+    def _instances(self, rule: Rule, theta: dict, doms: _Context) -> list[_Instance]:
         """Instances of ``rule`` extending ``theta`` whose body literals may hold (module docstring)."""
         lit = self._cache.literal
-        pats = [_pattern(b) for b in rule.body]
-        unsafe = rule.unsafe_variables
+        plan = self._plans.get(rule)
+        if plan is None:
+            if len(self._plans) >= 4096:  # answers add their rules here: bound what they can claim
+                self._plans.clear()
+            plan = self._plans[rule] = _plan(rule)
+        pats, unsafe, body_vars, every = plan
+        if not unsafe and all(v in theta for v in body_vars):  # no join left: test each body literal
+            for (key, args, _), positions in zip(pats, every):
+                if not doms.lookup(key, positions, tuple(map(theta.get, args, args))):
+                    return []
+            return [_Instance(rule.label, rule.kind, tuple(lit(b, theta) for b in rule.body), lit(rule.head, theta))]
+        out = []
         for th in _matches(pats, doms, theta):
             for full in (_extend(th, unsafe, doms.consts) if unsafe else (th,)):
-                if not full:
-                    yield rule
-                else:
-                    yield _Instance(rule.label, rule.kind, tuple(lit(b, full) for b in rule.body),
-                                    lit(rule.head, full))
+                out.append(_Instance(rule.label, rule.kind, tuple(lit(b, full) for b in rule.body),
+                                     lit(rule.head, full)))
+        return out
 
     def _hyp_instances(self, h: Rule, atom: Optional[Atom], doms: _Context) -> list[Rule]:
         """Instances of h with head atom ``atom`` (every instance when ``atom`` is None)."""
         if atom is None:
-            return list(self._instances(h, {}, doms))
+            return self._instances(h, {}, doms)
         if h.head.predicate != atom.predicate or len(h.head.args) != len(atom.args):
             return []
         theta = _unify(h.head.args, atom.args)
-        return [] if theta is None else list(self._instances(h, theta, doms))
+        return [] if theta is None else self._instances(h, theta, doms)
 
     def _down_rules(self, atom: Atom, memo: dict, doms: _Context) -> list[Rule]:
         """Instances of D⁻'s rules whose head is on ``atom`` (memoised per K)."""
@@ -252,35 +297,61 @@ class Prepared:
         doms = self._context(h)
         if doms is None:
             return None
-        queries = list(queries)
-        memo = doms.down
-        seen = {q.atom for q in queries}
-        stack = list(seen)
-        rules: list[Rule] = []
-        facts: list[Literal] = []
-        last, by_atom = self._last
-        with gc_paused():
-            while stack:
-                a = stack.pop()
-                found = self._down_rules(a, memo, doms)
-                if isinstance(h, Rule):
-                    found = found + (by_atom.get(a, []) if last is h else self._hyp_instances(h, a, doms))
-                elif h.atom == a:
-                    facts.append(h)
-                facts.extend(self._facts.get(a, ()))
-                for r in found:
-                    rules.append(r)
-                    for b in r.body:
-                        if b.atom not in seen:
-                            seen.add(b.atom)
-                            stack.append(b.atom)
-            sup = self._sup + [(s.superior, s.inferior) for s in gamma]
-            c = _Compiled(_Cone(facts, rules, sup), self.logic)
+        asked = [(q, self._intern(q)) for q in queries]
+        was = gc.isenabled()
+        gc.disable()  # instances and the closure are many small acyclic objects (see ground.gc_paused)
+        try:
+            rules, facts = self._cone(h, [q.atom for _, q in asked], doms)
+            c = _Compiled(_Cone(facts, rules, self._sup + [(s.superior, s.inferior) for s in gamma]), self.logic)
             s = _Closure(c)
             s.run()
-        out = set()
-        for q in queries:
-            i = c.atoms.get(q.atom)
-            if i is not None and s.pp[2 * i + q.negated]:
-                out.add(q)
-        return out
+        finally:
+            if was:
+                gc.enable()
+        atoms, pp = c.atoms, s.pp
+        return {q for q, lit in asked if lit.atom in atoms and pp[2 * atoms[lit.atom] + lit.negated]}
+
+    def _cone(self, h: Hypothesis, start: list, doms: _Context) -> tuple[list, list]:
+        """Rule instances and facts of D′ on the atoms reachable downwards from ``start`` (point 1)."""
+        memo, fact_index = doms.down, self._facts
+        hyp_facts, by_atom, hkey = (), None, None
+        if isinstance(h, Rule):
+            last, instances = self._last
+            if last is h:
+                by_atom = instances
+            else:
+                hkey = (h.head.predicate, len(h.head.args))
+        else:
+            fact = self._intern(h)
+            hyp_facts = {fact.atom: [fact]}
+        seen = set(start)
+        stack = list(seen)
+        rules: list = []
+        facts: list = []
+        while stack:
+            a = stack.pop()
+            found = memo.get(a)
+            if found is None:
+                found = self._down_rules(a, memo, doms)
+            if by_atom is not None:
+                extra = by_atom.get(a)
+            elif hkey is not None and hkey == (a.predicate, len(a.args)):
+                extra = self._hyp_instances(h, a, doms)
+            else:
+                extra = hyp_facts.get(a) if hyp_facts else None
+                if extra:
+                    facts.extend(extra)
+                    extra = None
+            if extra:
+                found = found + extra
+            known = fact_index.get(a)
+            if known:
+                facts.extend(known)
+            for r in found:
+                rules.append(r)
+                for b in r.body:
+                    b = b.atom
+                    if b not in seen:
+                        seen.add(b)
+                        stack.append(b)
+        return rules, facts

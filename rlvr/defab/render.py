@@ -51,7 +51,8 @@ _ADVERB = {"narrative": {RuleKind.STRICT: "always", RuleKind.DEFEASIBLE: "normal
 _TASK = {1: "Which single fact, added to the theory, makes it follow (defeasibly) that {q}?",
          2: "Which single default rule (a defeasible rule), added to the theory, makes it follow that {q}?",
          3: "The theory concludes that {q}, but this is wrong. Give one defeater or exception rule that blocks "
-            "this conclusion while keeping every other conclusion that does not depend on it."}
+            "this conclusion while keeping every other conclusion that does not depend on it. The rule must be "
+            "general (about a kind of individual, not one named individual) and have no unneeded condition."}
 _PRIORITY = {"formal": "An exception rule (=>) may take priority over rules of the theory: add one line "
                        "'h1 > LABEL.' per overridden rule after it.",
              "sentence": "An exception rule ('{adverb}') may take priority over rules of the theory: after it, "

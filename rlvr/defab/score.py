@@ -10,7 +10,10 @@ renderings (M1–M3) is the task's job. Wrong answers never raise: they score 0 
   h minimal} (DeFAb §4) decided by verification rather than by string match against a list, so every
   member of H* counts; plus decision 4 of :mod:`rlvr.defab.checks` (no restating q, instance vocabulary).
 - Level 3 (defeater abduction) is graded 0 / 0.25 / 0.5 / 0.75 / 1 (:func:`~rlvr.defab.checks.graded_score`)
-  with conservativity over every protected expectation (decision 3).
+  with conservativity over every protected expectation (decision 3); full credit also needs a general
+  rule (no ground head, no body on the head's atom) that is minimal (decision 7), so a fact about the
+  anomaly's individual as the body scores what the bare restatement ``~> ~anomaly`` scores.
+- Bodies are sets (decision 5): a repeated body literal is dropped before any check.
 
 Per-instance work (grounding and deriving D⁻, validating the instance, the protected expectations) is
 cached, so scoring the G rollouts of one prompt grounds D⁻ once; each check then grounds and derives only
@@ -26,8 +29,8 @@ from functools import lru_cache
 from typing import Iterable, Optional, Union
 
 from rlvr.defab.checks import (InstanceError, LanguageBias, add_hypothesis, body_subsets, classify_strength,
-                               graded_score, is_defeasible_anomaly, is_minimal, novelty, protected_expectations,
-                               revision_distance, well_formedness)
+                               distinct_body, graded_score, is_defeasible_anomaly, is_minimal, novelty,
+                               protected_expectations, revision_distance, well_formedness)
 from rlvr.defab.engine import derive
 from rlvr.defab.ground import ground
 from rlvr.defab.incremental import Prepared
@@ -93,6 +96,15 @@ def _relabel(theory: Theory, rule: Rule, gamma: tuple) -> Rule:
     return rule.with_label(theory.fresh_label("h"))
 
 
+def _as_set(h: Hypothesis) -> Hypothesis:
+    """h with each body literal once (decision 5: a body is a set), so repeats change no check."""
+    if isinstance(h, Rule) and len(h.body) > 1:
+        body = distinct_body(h)
+        if len(body) < len(h.body):
+            return h.with_body(body)
+    return h
+
+
 @lru_cache(maxsize=256)
 def prepare(theory: Theory, variant: str = "standard") -> Prepared:
     """The per-instance cache: D⁻ grounded and derived once (:class:`~rlvr.defab.incremental.Prepared`)."""
@@ -109,43 +121,61 @@ def _proves(theory: Theory, h: Hypothesis, gamma: tuple, q: Literal, variant: st
 
 
 @lru_cache(maxsize=512)
-def _abduction_instance(theory: Theory, target: Literal, variant: str) -> tuple[frozenset, frozenset]:
-    """Validate a Level-1/2 instance (D⁻ must not already derive q); return its predicates and constants."""
+def _abduction_instance(theory: Theory, target: Literal, variant: str) -> tuple[frozenset, frozenset, frozenset]:
+    """Validate a Level-1/2 instance (D⁻ must not already derive q); return its predicates, constants and
+    facts (as sets: membership is tested once per answer)."""
     if prepare(theory, variant).base.proves(target):
         raise InstanceError(f"the challenge theory already derives the target {target}")
     consts = theory.constants() | {a for a in target.args if not is_variable(a)}
-    return theory.predicates() | {target.predicate}, consts
+    return theory.predicates() | {target.predicate}, consts, frozenset(theory.facts)
 
 
 def _abduction_shape(h: Hypothesis, target: Literal, level: int, preds: frozenset, consts: frozenset) -> str:
     """Why ``h`` cannot be a Level-1/2 answer before any derivation, or ''."""
-    if level == 1 and not isinstance(h, Literal):
-        return "a Level-1 answer must be a fact"
-    if level == 2 and not (isinstance(h, Rule) and h.kind is RuleKind.DEFEASIBLE):
-        return "a Level-2 answer must be a defeasible rule (=>)"
-    if h == target or (isinstance(h, Rule) and not h.body and h.head == target):
-        return f"the answer restates the target {target} (decision 4)"
-    lits = [h] if isinstance(h, Literal) else [*h.body, h.head]
-    if isinstance(h, Literal) and not h.is_ground:
-        return "a fact must be ground"
-    if isinstance(h, Rule) and h.unsafe_variables:
-        return f"head variable {h.unsafe_variables[0]} does not occur in the body"
-    new_preds = sorted({lit.predicate for lit in lits} - preds)
-    new_consts = sorted({a for lit in lits for a in lit.args if not is_variable(a)} - consts)
-    if new_preds or new_consts:
-        return f"outside the instance's vocabulary: {', '.join(new_preds + new_consts)} (decision 4)"
+    if isinstance(h, Literal):
+        if level != 1:
+            return "a Level-2 answer must be a defeasible rule (=>)"
+        if h == target:
+            return f"the answer restates the target {target} (decision 4)"
+        if not h.is_ground:
+            return "a fact must be ground"
+        lits: tuple = (h,)
+    else:
+        if level == 1:
+            return "a Level-1 answer must be a fact"
+        if h.kind is not RuleKind.DEFEASIBLE:
+            return "a Level-2 answer must be a defeasible rule (=>)"
+        if not h.body and h.head == target:
+            return f"the answer restates the target {target} (decision 4)"
+        unsafe = h.unsafe_variables
+        if unsafe:
+            return f"head variable {unsafe[0]} does not occur in the body"
+        lits = (*h.body, h.head)
+    for lit in lits:  # the common case, all in the vocabulary, without building sets
+        atom = lit.atom
+        if atom.predicate not in preds:
+            return _outside(lits, preds, consts)
+        for a in atom.args:
+            if a not in consts and not is_variable(a):
+                return _outside(lits, preds, consts)
     return ""
+
+
+def _outside(lits: tuple, preds: frozenset, consts: frozenset) -> str:
+    new_preds = sorted({x.predicate for x in lits} - preds)
+    new_consts = sorted({a for x in lits for a in x.args if not is_variable(a)} - consts)
+    return f"outside the instance's vocabulary: {', '.join(new_preds + new_consts)} (decision 4)"
 
 
 def score_abduction(theory: Theory, target: Literal, hypothesis: Hypothesis, level: int, *,
                     variant: str = "standard", reground: bool = False) -> Verdict:
     """Levels 1–2: 1.0 iff h is in H* (derives q, minimal, not a restatement, in the vocabulary)."""
-    preds, consts = _abduction_instance(theory, target, variant)
+    preds, consts, facts = _abduction_instance(theory, target, variant)
     problem = _abduction_shape(hypothesis, target, level, preds, consts)
     if problem:
         return Verdict(0.0, problem)
-    h = _relabel(theory, hypothesis, ()) if isinstance(hypothesis, Rule) else hypothesis
-    if isinstance(h, Literal) and h in theory.facts:
+    h = _as_set(_relabel(theory, hypothesis, ())) if isinstance(hypothesis, Rule) else hypothesis
+    if isinstance(h, Literal) and h in facts:
         return Verdict(0.0, f"{h} is already a fact of the theory")
     if not _proves(theory, h, (), target, variant, reground):  # valid_derivation
         return Verdict(0.0, f"the theory with {h} does not derive {target}", {"valid_derivation": False})
@@ -177,7 +207,7 @@ def _revise(theory: Theory, hypothesis: Hypothesis, gamma: tuple) -> Rule:
     if isinstance(hypothesis, Literal) or hypothesis.kind is RuleKind.STRICT:
         raise _Reject("a Level-3 answer must be a defeater (~>) or a defeasible exception (=>), not a "
                       f"{'fact' if isinstance(hypothesis, Literal) else 'strict rule'} (decision 6b)")
-    h = _relabel(theory, hypothesis, gamma)
+    h = _as_set(_relabel(theory, hypothesis, gamma))
     if gamma:  # the superiority validation of Theory(...) on D′, without building D′
         try:
             _check_superiority(tuple(dict.fromkeys((*theory.superiority, *gamma))), {**theory._by_label, h.label: h})
@@ -214,23 +244,41 @@ def score_level3(theory: Theory, anomaly: Literal, hypothesis: Hypothesis, super
     derived, observed, lost = _outcome(theory, h, gamma, anomaly, protected, by_atom, variant, reground)
     if derived:  # anomaly_resolved is false
         return Verdict(0.0, f"{anomaly} is still derived", {"resolved": False})
-    problems = well_formedness(h, gamma, theory, bias or default_bias)
+    bias = bias or default_bias
+    problems = well_formedness(h, gamma, theory, bias)
     conservative = not lost  # conservativity
     st = classify_strength(False, observed, conservative)
-    score = graded_score(True, not problems, conservative, st)
-    minimal = None if problems else is_minimal(
-        h, lambda r: not _proves(theory, r, gamma, anomaly, variant, reground))
+
+    def achieves(smaller: Rule) -> bool:  # decision 7b
+        if well_formedness(smaller, gamma, theory, bias):
+            return False
+        return _achieves(_outcome(theory, smaller, gamma, anomaly, protected, by_atom, variant, reground),
+                         conservative)
+
+    minimal = None if problems else is_minimal(h, achieves)
+    score = graded_score(True, not problems, conservative, st, minimal is not False)
     details = {"resolved": True, "well_formed": not problems, "violations": problems,
                "conservative": conservative, "lost": sorted(map(str, lost)), "strength": st.value,
                "minimal": minimal, "novelty": novelty(h, theory),
                "revision_distance": revision_distance(1 + len(gamma), lost)}
-    return Verdict(score, _level3_reason(score, problems, lost, st), details)
+    return Verdict(score, _level3_reason(score, problems, lost, st, minimal), details)
 
 
-def _level3_reason(score: float, problems: list, lost: frozenset, st) -> str:
+def _achieves(outcome: tuple, conservative: bool) -> bool:
+    """Decision 7b: a body subset (itself a resolution in the language bias) witnesses non-minimality when
+    it resolves the anomaly and, if h is conservative, is conservative too (a literal needed to keep an
+    expectation is not redundant)."""
+    derived, _, lost = outcome
+    return not derived and not (conservative and lost)
+
+
+def _level3_reason(score: float, problems: list, lost: frozenset, st, minimal) -> str:
     if problems:
         return "resolved, but not well-formed: " + "; ".join(problems)
     if not lost:
+        if minimal is False:
+            return (f"resolved and conservative ({st.value}), but not minimal: a proper subset of the body "
+                    "also resolves it conservatively (decision 7b)")
         return f"resolved and conservative ({st.value})"
     shown = ", ".join(sorted(map(str, lost))[:5]) + (", ..." if len(lost) > 5 else "")
     return f"resolved ({st.value}) but loses {len(lost)} expectation(s): {shown}"

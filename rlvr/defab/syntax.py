@@ -213,8 +213,8 @@ class Rule(_Frozen):
     @property
     def unsafe_variables(self) -> tuple[str, ...]:
         """Head variables missing from the body: a rule is range-restricted when this is empty."""
-        body_vars = {v for b in self.body for v in b.variables}
-        return tuple(v for v in self.head.variables if v not in body_vars)
+        body_terms = {a for b in self.body for a in b.atom.args}  # a constant never equals a variable
+        return tuple(v for v in self.head.variables if v not in body_terms)
 
     def with_body(self, body: Iterable[Literal]) -> "Rule":
         return Rule(self.label, self.kind, body, self.head)

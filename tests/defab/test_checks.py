@@ -77,6 +77,16 @@ def test_body_subsets_include_the_empty_body_only_when_range_restricted():
     assert [str(r) for r in body_subsets(lifted)] == ["h: a(X) => q(X)."]  # {} and {b(Y)} leave X unbound
 
 
+def test_bodies_are_sets():
+    # a(X) twice is one antecedent: its only proper subset is the empty body, not range-restricted
+    assert body_subsets(parse_rule("h: a(X), a(X) => q(X)")) == []
+    assert [str(r) for r in body_subsets(parse_rule("h: a(t), b(t), a(t) => q(t)"))] == [
+        "h: => q(t).", "h: a(t) => q(t).", "h: b(t) => q(t)."]
+    bias = LanguageBias.for_instance(PENGUIN, ANOMALY)
+    padded = parse_rule("d: penguin(X), bird(X), penguin(X), bird(X) ~> ~flies(X)")  # 2 distinct of max 3
+    assert well_formedness(padded, [], PENGUIN, bias) == []
+
+
 def test_is_minimal():
     def resolves(rule):
         return anomaly_resolved(add_hypothesis(PENGUIN, rule), ANOMALY)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr.defab.checks import InstanceError, expectations, protected_expectations
+from rlvr.defab.checks import InstanceError, LanguageBias, expectations, protected_expectations
 from rlvr.defab.engine import derive
 from rlvr.defab.parser import parse_literal, parse_rule, parse_theory
 from rlvr.defab.score import score_answer
@@ -82,9 +82,54 @@ def test_5_minimality_tries_the_empty_body():
     assert v.score == 0.0 and "not minimal" in v.reason
 
 
-def test_5_minimality_is_reported_not_scored_at_level_3():
+def test_5_bodies_are_sets():
+    # A repeated literal is one antecedent: not a smaller rule (minimal stays minimal) and one towards L.
+    assert score_answer(L2_THEORY, TARGET, "h: bird(X), bird(X) => flies(X).", 2).score == 1.0
+    v = score_answer(PENGUIN, ANOMALY, "d: penguin(X), penguin(X), penguin(X), penguin(X) ~> ~flies(X).", 3)
+    assert v.score == 1.0 and v.details["minimal"] is True and v.details["violations"] == []
+    v = score_answer(L2_THEORY, TARGET, "h: bird(X), animal(X), bird(X) => flies(X).", 2)  # still not minimal
+    assert v.score == 0.0 and v.reason.startswith("not minimal: h: bird(X) => flies(X).")
+
+
+def test_7b_minimality_is_scored_at_level_3():
+    # Until decision 7 this scored 1.0 (minimality reported, not scored); penguin(X) alone is a
+    # conservative resolution, so bird(X) is redundant: over-specified, 0.75.
     v = score_answer(PENGUIN, ANOMALY, "d: penguin(X), bird(X) ~> ~flies(X).", 3)
-    assert v.score == 1.0 and v.details["minimal"] is False
+    assert v.score == 0.75 and v.details["minimal"] is False and v.details["conservative"]
+    # A literal needed for conservativity is not redundant: injured(X) alone loses flies(jet), bird(X)
+    # alone loses flies(robin) (each with its migrates); together they hit tweety only.
+    t = PENGUIN.add(parse_literal("injured(tweety)"), parse_literal("injured(jet)"), parse_literal("plane(jet)"),
+                    parse_rule("r3: plane(X) => flies(X)"))
+    assert score_answer(t, ANOMALY, "d: injured(X) ~> ~flies(X).", 3).details["lost"] == ["flies(jet)", "migrates(jet)"]
+    v = score_answer(t, ANOMALY, "d: injured(X), bird(X) ~> ~flies(X).", 3)
+    assert v.score == 1.0 and v.details["minimal"] is True
+
+
+def test_7a_level_3_answers_must_be_general():
+    # The hack: any fact about the anomaly's individual as the body earned 1.0; it now scores what the
+    # bare "~> ~flies(tweety)" scores (0.25), as does a variable body with a ground head or a circular body.
+    for answer in ("d: penguin(tweety) ~> ~flies(tweety).", "d: penguin(X) ~> ~flies(tweety).",
+                   "d: penguin(tweety), bird(robin) ~> ~flies(tweety).",
+                   "e: penguin(tweety) => ~flies(tweety).\ne > r1.", "d: flies(X) ~> ~flies(X).",
+                   "d: ~> ~flies(tweety)."):
+        v = score_answer(PENGUIN, ANOMALY, answer, 3)
+        assert v.score == 0.25 and "not well-formed" in v.reason, (answer, v)
+    v = score_answer(PENGUIN, ANOMALY, "d: penguin(tweety) ~> ~flies(tweety).", 3)
+    assert v.details["violations"] == ["the head ~flies(tweety) is ground: a rule about one individual restates "
+                                       "the observation (decision 7a)"]
+    v = score_answer(PENGUIN, ANOMALY, "d: penguin(tweety), penguin(X) ~> ~flies(X).", 3)  # general, padded
+    assert v.score == 0.75 and v.details["minimal"] is False
+    # the check is part of the language bias: switched off, the template is a conservative resolution again
+    loose = LanguageBias.for_instance(PENGUIN, ANOMALY, general=False)
+    assert score_answer(PENGUIN, ANOMALY, "d: penguin(tweety) ~> ~flies(tweety).", 3, bias=loose).score == 1.0
+
+
+def test_7a_propositional_heads_have_nothing_to_generalise():
+    t = parse_theory("bird.\npenguin.\nr1: bird => flies.\n")
+    flies = parse_literal("flies")
+    assert score_answer(t, flies, "d: penguin ~> ~flies.", 3).score == 1.0
+    v = score_answer(t, flies, "d: flies ~> ~flies.", 3)  # still circular
+    assert v.score == 0.25 and "circular" in v.reason
 
 
 def test_6a_superiority_lifts_to_all_instance_pairs():
