@@ -80,7 +80,7 @@ def test_filter_keeps_only_groups_with_signal():
     ro = collect_rollouts(cfg, c, 0, lambda r: r)
     assert len(ro.requests) == 1 and [x.text for x in ro.completions] == MIXED
     assert {x.group for x in ro.completions} == {0}
-    assert ro.metrics["rollout/informative_groups"] == 1 and ro.metrics["rollout/filled_frac"] == pytest.approx(1 / 3)
+    assert ro.metrics["rollouts/informative_groups"] == 1 and ro.metrics["rollout/filled_frac"] == pytest.approx(1 / 3)
 
 
 def test_all_correct_filter_keeps_all_wrong_groups():
@@ -102,7 +102,7 @@ def test_resamples_until_full_then_stops():
     ro = collect_rollouts(cfg, c, 0, lambda r: r)
     assert c.engine.calls == 2 and ro.metrics["rollout/rounds"] == 2
     assert len(ro.completions) == 2 * 4 and sorted({x.group for x in ro.completions}) == [0, 1]
-    assert ro.metrics["rollout/completions_generated"] == 16
+    assert ro.metrics["rollouts/spent"] == 16
 
 
 def test_surplus_groups_are_discarded():

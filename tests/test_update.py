@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import rlvr.train.loop as loop_mod
+import rlvr.train.update as update_mod
 from rlvr.config import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
@@ -85,8 +86,8 @@ def test_on_policy_gradient_is_reinforce():
                                             (["algorithm.minibatches=2"], 1)])
 def test_old_logprobs_only_when_needed(tiny_cfg_overrides, monkeypatch, over, old_calls):
     calls = []
-    real = loop_mod.batch_logprobs
-    monkeypatch.setattr(loop_mod, "batch_logprobs", lambda m, b, s: calls.append(1) or real(m, b, s))
+    real = update_mod.batch_logprobs  # what the step's one producer of extras (train/extras.py) calls
+    monkeypatch.setattr(update_mod, "batch_logprobs", lambda m, b, s: calls.append(1) or real(m, b, s))
     from rlvr.train.run import train
     train(load_config(overrides=tiny_cfg_overrides + ["train.steps=1", "sft.steps=0"] + over))
     assert len(calls) == old_calls

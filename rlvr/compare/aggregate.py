@@ -141,7 +141,7 @@ def costs(runs: list[RunData]) -> dict[str, Any]:
     secs = [float(r.summary.get("rl_seconds", 0.0)) + float(r.summary.get("sft_seconds", 0.0)) for r in done]
     rl = [float(r.summary.get("rl_seconds", 0.0)) for r in done]
     toks = [run_tokens(r.metrics) for r in done]
-    comps = [sum(float(m.get("rollout/completions_generated", m.get("completions", 0.0))) for m in r.metrics)
+    comps = [sum(float(m.get("rollouts/spent", m.get("rollout/completions_generated", m.get("completions", 0.0)))) for m in r.metrics)
              for r in done]
     return {"runs": len(done), "seconds_per_run": float(np.mean(secs)), "rl_seconds_per_run": float(np.mean(rl)),
             "seconds_total": float(sum(secs)), "tokens_per_run": float(np.mean(toks)),

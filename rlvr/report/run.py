@@ -35,8 +35,9 @@ def load_evals(run_dir: str | Path) -> dict[int, dict[str, Any]]:
 
 def step_tokens(m: dict[str, Any]) -> float:
     """Completion tokens generated in one step (every dynamic-sampling round counted)."""
-    if "rollout/completions_generated" in m and "generated/completion_length" in m:
-        return float(m["rollout/completions_generated"]) * float(m["generated/completion_length"])
+    spent = m.get("rollouts/spent", m.get("rollout/completions_generated"))  # the older name, in older runs
+    if spent is not None and "generated/completion_length" in m:
+        return float(spent) * float(m["generated/completion_length"])
     return float(m.get("completions", 0.0)) * float(m.get("completion_length", 0.0))
 
 

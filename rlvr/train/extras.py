@@ -137,14 +137,17 @@ def teacher_completions(completions: Sequence[Completion], examples: Sequence[Ex
 
 def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, completions: Sequence[Completion],
                    examples: Sequence[Example], hint: str) -> dict[str, torch.Tensor]:
-    """The requested extras for ``batch`` (rows in the order of ``completions``), on the CPU."""
+    """The requested extras for ``batch`` (rows in the order of ``completions``), on the batch's device.
+
+    This is the one producer of extra tensors in a step: the loop calls it once, with every need of the
+    step (:func:`rlvr.train.loop.step_needs`), and nothing else computes log-probs outside the update."""
     from rlvr.train.update import batch_logprobs
 
     unknown = needs - set(EXTRAS)
     if unknown:
         raise ValueError(f"unknown extras requested: {sorted(unknown)}; known: {sorted(EXTRAS)}")
     out: dict[str, torch.Tensor] = {}
-    dev = batch.to(c.device)
+    dev = batch.to(c.device)  # a no-op for the loop's batch, which is already there
     wanted = [k for k in _STATS if k in needs]
     if wanted and "old_logp" in needs:  # one policy pass for both
         stats = token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted + ["logp"])
@@ -171,4 +174,4 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
             tb = build_batch(comps, batch.rewards.tolist(), c.tokenizer.pad_token_id).to(c.device)
             out[key] = batch_logprobs(c.model, tb, s).cpu()
     assert not (set(out) & FLAGS)
-    return out
+    return {k: v.to(c.device) for k, v in out.items()}

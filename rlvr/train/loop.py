@@ -24,9 +24,9 @@ from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.extras import compute_extras
 from rlvr.train.interrupt import deferred_interrupt
 from rlvr.train.rollouts import collect_rollouts
-from rlvr.train.update import UpdateSettings, batch_logprobs, needs_old_logp, update_policy
+from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
 
-__all__ = ["Components", "rl_step", "train_loop", "step_seed"]
+__all__ = ["Components", "rl_step", "train_loop", "step_seed", "step_needs"]
 
 
 @dataclass
@@ -80,22 +80,35 @@ def _active(registry, comp, step: int) -> bool:
     return entry.active is None or bool(entry.active(comp.params, step))
 
 
-def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSettings,
-                known: dict[str, torch.Tensor] | None = None):
-    """Extras -> reward transforms -> advantage estimator -> advantage transforms; returns the batch with
-    rewards, advantages and extras set, and the transforms' metrics. ``known`` holds extras this step
-    already computed (the reference log-probs of a KL penalty in the reward), which are not recomputed."""
+def step_needs(cfg: RunConfig, c: Components, step: int) -> frozenset[str]:
+    """Every extra tensor this step needs, from one place: what the active components request, plus the
+    old log-probs when the policy moves between optimizer steps of the batch (or a KL penalty in the reward
+    reads them) and the reference log-probs whenever a reference model is loaded."""
+    needs = set(algorithm_needs(cfg, step) - FLAGS)
+    kl_in_reward = c.ref_model is not None and cfg.algorithm.kl.placement == "reward"
+    if needs_old_logp(cfg.algorithm) or kl_in_reward:
+        needs.add("old_logp")
+    if c.ref_model is not None:
+        needs.add("ref_logp")
+    return frozenset(needs)
+
+
+def _kl_in_reward(cfg: RunConfig, batch, coef: float) -> tuple[torch.Tensor, float]:
+    """PPO-style KL penalty: r_i -= coef * sum_t KL_t(pi_old || pi_ref), before advantages."""
+    kl = KL_ESTIMATORS.get(cfg.algorithm.kl.estimator).fn(batch.old_logp, batch.ref_logp) * batch.completion_mask
+    rewards = batch.rewards - coef * kl.sum(-1).double()
+    return rewards, float(kl.sum() / batch.completion_mask.sum().clamp(min=1))
+
+
+def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int):
+    """Reward transforms -> advantage estimator -> advantage transforms over the batch and its extras;
+    returns the batch with rewards and advantages set, and the transforms' metrics."""
     alg, state = cfg.algorithm, c.algo_state
-    known = {**({"old_logp": batch.old_logp} if batch.old_logp is not None else {}), **(known or {})}
     rtf = [(i, comp) for i, comp in enumerate(alg.reward_transforms) if _active(REWARD_TRANSFORMS, comp, step)]
     atf = [(i, comp) for i, comp in enumerate(alg.advantage_transforms) if _active(ADVANTAGE_TRANSFORMS, comp, step)]
-    needs = algorithm_needs(cfg, step) - FLAGS
-    examples = [ro.requests[comp.group].example for comp in ro.completions]
-    extras = {k: known[k].cpu() for k in needs & set(known)}
-    todo = needs - set(known)
-    if todo:
-        extras.update(compute_extras(todo, c, batch, s, ro.completions, examples, alg.teacher_hint))
-    comps = _score_components(ro.scores)
+    extras = {**batch.extras, **{k: v for k, v in (("old_logp", batch.old_logp), ("ref_logp", batch.ref_logp))
+                                 if v is not None}}
+    comps = {k: v.to(batch.rewards.device) for k, v in _score_components(ro.scores).items()}
     total = max(cfg.train.steps, 1)
     metrics: dict[str, float] = {}
     rewards = batch.rewards
@@ -117,27 +130,16 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, s: UpdateSe
                       state.get(f"algorithm.advantage_transforms.{i}"))
         adv = adv * batch.completion_mask
         metrics.update({f"advantage_transform/{comp.name}/{k}": float(v) for k, v in m.items()})
-    upd = {"rewards": rewards, "advantages": adv.float(),
-           "extras": {k: v for k, v in extras.items() if k not in ("old_logp", "ref_logp")}}
-    if "old_logp" in extras and batch.old_logp is None:
-        upd["old_logp"] = extras["old_logp"]
-    if "ref_logp" in extras:
-        upd["ref_logp"] = extras["ref_logp"]
-    return replace(batch, **upd), metrics
-
-
-def _kl_in_reward(cfg: RunConfig, c: Components, batch, s: UpdateSettings, coef: float):
-    """PPO-style KL penalty: r_i -= coef * sum_t KL_t(pi_old || pi_ref), before advantages."""
-    old = batch_logprobs(c.model, batch, s)
-    ref = batch_logprobs(c.ref_model, batch, s)
-    kl = KL_ESTIMATORS.get(cfg.algorithm.kl.estimator).fn(old, ref) * batch.completion_mask
-    rewards = batch.rewards - coef * kl.sum(-1).double().cpu()
-    mean_kl = float(kl.sum() / batch.completion_mask.sum().clamp(min=1))
-    return replace(batch, rewards=rewards, old_logp=old, ref_logp=None), mean_kl, ref
+    return replace(batch, rewards=rewards, advantages=adv.float()), metrics
 
 
 def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
-    """One RL step; returns its metrics."""
+    """One RL step; returns its metrics.
+
+    The batch is built and moved to the device once; :func:`compute_extras` is the one producer of every
+    extra tensor (old, reference and teacher log-probs, entropies, ...), which then live on the batch:
+    old and reference log-probs in its fields, the rest in ``batch.extras``.
+    """
     t0 = time.perf_counter()
     ro = collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
     t1 = time.perf_counter()
@@ -148,34 +150,35 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
         return {**g, "reward": g["generated/reward"], "accuracy": g["generated/accuracy"],
                 "completion_length": g["generated/completion_length"], "update_skipped": 1.0,
                 "kl": 0.0, "time/step": t1 - t0}
-    batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id)
     if c.algo_state is None:
         c.algo_state = AlgorithmState(cfg)
     coef = c.kl.coef_at(step) if c.kl is not None else cfg.algorithm.kl.coef
     s = settings(cfg, coef, step, c.algo_state.get("algorithm.objective"))
+    batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id).to(c.device)
+    examples = [ro.requests[comp.group].example for comp in ro.completions]
+    needs = step_needs(cfg, c, step)
+    extras = compute_extras(needs, c, batch, s, ro.completions, examples, cfg.algorithm.teacher_hint) if needs else {}
+    batch = replace(batch, old_logp=extras.pop("old_logp", None), ref_logp=extras.pop("ref_logp", None),
+                    extras=extras)
     reward_kl = None
     if c.ref_model is not None and cfg.algorithm.kl.placement == "reward":
-        batch, reward_kl, ref = _kl_in_reward(cfg, c, batch.to(c.device), s, coef)
-        batch, known = batch.to("cpu"), {"ref_logp": ref.cpu()}
-    else:
-        known = {}
-    batch, transform_metrics = _advantages(cfg, c, batch, ro, step, s, known)
+        rewards, reward_kl = _kl_in_reward(cfg, batch, coef)
+        batch = replace(batch, rewards=rewards)
+    batch, transform_metrics = _advantages(cfg, c, batch, ro, step)
+    if reward_kl is not None:  # the reward already carries the penalty; the loss gets no KL term
+        batch = replace(batch, ref_logp=None)
     if cfg.algorithm.overlong.filter:  # truncated completions leave the loss and its token counts
         batch = replace(batch, completion_mask=batch.completion_mask * (~batch.truncated)[:, None].float())
-    batch = batch.to(c.device)
-    if needs_old_logp(cfg.algorithm) and batch.old_logp is None:
-        batch = replace(batch, old_logp=batch_logprobs(c.model, batch, s))
-    if c.ref_model is not None and reward_kl is None and batch.ref_logp is None:
-        batch = replace(batch, ref_logp=batch_logprobs(c.ref_model, batch, s))
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
     upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen) if batch.completion_mask.any() else {}
     c.engine.sync_weights()
     t2 = time.perf_counter()
     n_tok = float(batch.lengths.sum())
-    zero_var = group_constant(batch.rewards, batch.group_index)
+    rewards_cpu = batch.rewards.cpu()
+    zero_var = group_constant(rewards_cpu, batch.group_index.cpu())
     metrics = {
-        "reward": float(batch.rewards.mean()),
-        "reward_std": float(batch.rewards.std()) if batch.size > 1 else 0.0,
+        "reward": float(rewards_cpu.mean()),
+        "reward_std": float(rewards_cpu.std()) if batch.size > 1 else 0.0,
         "accuracy": sum(correct) / len(correct),
         "completion_length": float(batch.lengths.float().mean()),
         "truncated_frac": float(batch.truncated.float().mean()),
@@ -184,7 +187,6 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
         "time/update": t2 - t1,
         "time/step": t2 - t0,
         "tokens_per_s": n_tok / max(t2 - t0, 1e-9),
-        "gen_tokens_per_s": n_tok / max(ro.metrics["time/rollout"], 1e-9),
         **ro.metrics,
     }
     metrics.update(upd)

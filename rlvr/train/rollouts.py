@@ -152,7 +152,9 @@ def _step_metrics(sums: dict[str, float]) -> dict[str, float]:
             "score/timeouts": sums["score/timeouts"], "score/errors": sums["score/errors"],
             "generated/reward": sums["generated/reward_sum"] / n,
             "generated/accuracy": sums["generated/correct_sum"] / n,
-            "generated/completion_length": sums["generated/length_sum"] / n}
+            "generated/completion_length": sums["generated/length_sum"] / n,
+            # every token generated this step (all rounds and stages, kept or not) over the generation time
+            "gen_tokens_per_s": sums["generated/length_sum"] / max(sums["time/rollout"], 1e-9)}
 
 
 def _spend_metrics(c, r: Rollouts, spent: _Spent, reused: int) -> dict[str, float]:
@@ -217,7 +219,6 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
     first, reused = _round(cfg, c, want, seed_for(0), step, spent)
     if not ds.enabled:
         first.metrics = {**_step_metrics(spent.sums), "rollout/rounds": 1.0,
-                         "rollout/completions_generated": spent.sums["generated/n"],
                          **_spend_metrics(c, first, spent, reused)}
         return first
     parts, have, rounds, total_reused = [], 0, 0, reused
@@ -238,8 +239,6 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
             f"(algorithm.dynamic_sampling.max_rounds={ds.max_rounds})")
     out = Rollouts([r for p in parts for r in p.requests], [x for p in parts for x in p.completions],
                    [s for p in parts for s in p.scores], [x for p in parts for x in p.rewards], {})
-    out.metrics = {**_step_metrics(spent.sums), "rollout/rounds": float(rounds),
-                   "rollout/completions_generated": spent.sums["generated/n"],
-                   "rollout/informative_groups": float(have), "rollout/filled_frac": have / want,
+    out.metrics = {**_step_metrics(spent.sums), "rollout/rounds": float(rounds), "rollout/filled_frac": have / want,
                    **_spend_metrics(c, out, spent, total_reused)}
     return out

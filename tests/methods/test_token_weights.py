@@ -231,5 +231,8 @@ def test_cepo_skips_itself_and_its_teacher_passes_once_lambda_is_zero(tmp_path, 
     monkeypatch.setattr(loop_mod, "compute_extras", spy)
     out = run_recipe_steps("cepo", tmp_path, steps=4, overrides=["algorithm.advantage_transforms=[{name: cepo, "
                                                                  "lam0: 0.5, warmup: 2}]"])
-    assert [("teacher_logp" in r and "neg_teacher_logp" in r) for r in requested] == [True, True]
+    # compute_extras is the step's one producer (old log-probs included), so it runs every step; the teacher
+    # passes are requested only while lambda > 0
+    assert [("teacher_logp" in r and "neg_teacher_logp" in r) for r in requested] == [True, True, False, False]
+    assert all("old_logp" in r for r in requested)
     assert [("advantage_transform/cepo/lambda" in m) for m in out["metrics"]] == [True, True, False, False]
