@@ -290,11 +290,12 @@ class RunConfig(Section):
             problems.append(
                 f"algorithm.minibatches={self.algorithm.minibatches} must divide the completions per step "
                 f"(rollout.prompts_per_step x rollout.group_size = {n})")
-        if "whole_groups" in algorithm_needs(self) and self.rollout.prompts_per_step % self.algorithm.minibatches:
+        traits = algorithm_traits(self)
+        if "whole_groups" in traits and self.rollout.prompts_per_step % self.algorithm.minibatches:
             problems.append(f"objective {self.algorithm.objective.name!r} keeps groups whole, so "
                             f"algorithm.minibatches={self.algorithm.minibatches} must divide "
                             f"rollout.prompts_per_step={self.rollout.prompts_per_step}")
-        if "reduced_loss" in algorithm_needs(self) and self.algorithm.correction.name != "none":
+        if "reduced_loss" in traits and self.algorithm.correction.name != "none":
             problems.append(f"objective {self.algorithm.objective.name!r} reduces its own loss over the group, so "
                             f"the per-token correction {self.algorithm.correction.name!r} cannot apply; use "
                             f"algorithm.correction: none")
@@ -345,6 +346,12 @@ def algorithm_needs(cfg: "RunConfig", step: int | None = None) -> frozenset[str]
         if step is None or entry.active is None or entry.active(comp.params, step):
             needs |= entry.needs
     return frozenset(needs)
+
+
+def algorithm_traits(cfg: "RunConfig") -> frozenset[str]:
+    """The union of the behaviour traits (``traits``) of the run's components: the one place config checks
+    and the update read them from."""
+    return frozenset(t for _, registry, comp in configured_components(cfg) for t in registry.get(comp.name).traits)
 
 
 def _lookup(cfg: BaseModel, dotted: str) -> Any:

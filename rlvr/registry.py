@@ -46,6 +46,7 @@ class Entry(Generic[F]):
     state: StateFactory | None = None
     needs: frozenset[str] = frozenset()
     active: Active | None = None
+    traits: frozenset[str] = frozenset()
 
 
 class Registry(Generic[F]):
@@ -57,7 +58,7 @@ class Registry(Generic[F]):
 
     def register(self, name: str, params: type[Params] = Params, check: Check | None = None,
                  state: StateFactory | None = None, needs: tuple[str, ...] | frozenset[str] = (),
-                 active: Active | None = None) -> Callable[[F], F]:
+                 active: Active | None = None, traits: tuple[str, ...] | frozenset[str] = ()) -> Callable[[F], F]:
         """Decorator registering ``fn`` under ``name``; a second registration of a name fails.
 
         ``check(run_config, params)`` returns the reasons this component cannot work with the rest of a run's
@@ -68,14 +69,19 @@ class Registry(Generic[F]):
         (see :mod:`rlvr.train.extras`), which the trainer computes only when some component asks for them.
         ``active(params, step)`` (transforms only) returns False at steps where the component is the identity
         (a weight schedule that reached 0): the trainer then skips it and the extra passes it needs.
+        ``traits`` names behaviour the component asks of the trainer rather than tensors it reads (an
+        objective that keeps groups whole, reduces its own loss, or clips through the clip rule).
         """
 
         def deco(fn: F) -> F:
             if name in self._entries:
                 raise RegistryError(f"{self.kind} {name!r} is already registered")
+            both = set(needs) & set(traits)
+            if both:
+                raise RegistryError(f"{self.kind} {name!r}: {sorted(both)} cannot be both a need and a trait")
             doc = (fn.__doc__ or "").strip().splitlines()
             self._entries[name] = Entry(name, fn, params, doc[0] if doc else "", check, state, frozenset(needs),
-                                        active)
+                                        active, frozenset(traits))
             return fn
 
         return deco

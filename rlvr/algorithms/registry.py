@@ -17,7 +17,7 @@ __all__ = [
     "ADVANTAGES", "OBJECTIVES", "AGGREGATIONS", "KL_ESTIMATORS", "CORRECTIONS", "CorrectionInputs",
     "AdvantageInputs", "ObjectiveInputs", "AggregationInputs", "ObjectiveOutput", "aggregate",
     "REWARD_TRANSFORMS", "ADVANTAGE_TRANSFORMS", "CLIP_RULES", "TransformInputs", "TransformOutput",
-    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "FLAGS", "call",
+    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "TRAITS", "FLAGS", "call",
 ]
 
 # Extra per-batch tensors a component may request with ``needs=`` at registration. The trainer computes
@@ -38,12 +38,16 @@ EXTRAS = {
                    "their full-width forms, or holds a newline), else 0",
     "guided": "[N, T] 1 on the tokens of rows generated from the prompt plus a guidance hint "
               "(rollout.guidance), else 0",
-    "whole_groups": "a flag, no tensor: minibatches and micro-batches keep each group whole",
-    "clip_rule": "a flag, no tensor: the objective clips a ratio through ObjectiveInputs.ratio_bounds",
-    "reduced_loss": "a flag, no tensor: the objective returns its own reduced (0-dim) loss, so per-token "
-                    "importance-sampling corrections cannot apply",
 }
-FLAGS = frozenset({"whole_groups", "clip_rule", "reduced_loss"})  # entries of EXTRAS that are markers, not tensors
+# Behaviour a component asks of the trainer, declared with ``traits=`` at registration (not tensors: those
+# are ``needs``). rlvr.config.algorithm_traits resolves them for config checks and the update alike.
+TRAITS = {
+    "whole_groups": "minibatches and micro-batches keep each group whole",
+    "clip_rule": "the objective clips a ratio through ObjectiveInputs.ratio_bounds (so clip rules apply)",
+    "reduced_loss": "the objective returns its own reduced (0-dim) loss, so per-token importance-sampling "
+                    "corrections cannot apply",
+}
+FLAGS = frozenset(TRAITS)  # the trait names (kept for code that subtracted them from needs)
 ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than one value per token
 
 

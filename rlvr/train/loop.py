@@ -16,9 +16,9 @@ from typing import Any, Callable
 import torch
 
 from rlvr.algorithms.grouping import group_constant
-from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, FLAGS, KL_ESTIMATORS, REWARD_TRANSFORMS,
+from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, KL_ESTIMATORS, REWARD_TRANSFORMS,
                                      AdvantageInputs, TransformInputs, call)
-from rlvr.config import RunConfig, algorithm_needs
+from rlvr.config import RunConfig, algorithm_needs, algorithm_traits
 from rlvr.core.batch import build_batch
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.extras import compute_extras
@@ -66,7 +66,8 @@ def settings(cfg: RunConfig, kl_coef: float | None = None, step: int = 0,
     in_loss = cfg.algorithm.kl.placement == "loss"
     return UpdateSettings(cfg.algorithm, cfg.train.micro_batch_size, cfg.rollout.temperature,
                           cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm, coef if in_loss else 0.0,
-                          cfg.rollout.max_new_tokens, step, max(cfg.train.steps, 1), objective_state)
+                          cfg.rollout.max_new_tokens, step, max(cfg.train.steps, 1), objective_state,
+                          algorithm_traits(cfg))
 
 
 def _score_components(scores) -> dict[str, torch.Tensor]:
@@ -84,7 +85,7 @@ def step_needs(cfg: RunConfig, c: Components, step: int) -> frozenset[str]:
     """Every extra tensor this step needs, from one place: what the active components request, plus the
     old log-probs when the policy moves between optimizer steps of the batch (or a KL penalty in the reward
     reads them) and the reference log-probs whenever a reference model is loaded."""
-    needs = set(algorithm_needs(cfg, step) - FLAGS)
+    needs = set(algorithm_needs(cfg, step))
     kl_in_reward = c.ref_model is not None and cfg.algorithm.kl.placement == "reward"
     if needs_old_logp(cfg.algorithm) or kl_in_reward:
         needs.add("old_logp")

@@ -39,10 +39,11 @@ class UpdateSettings:
     step: int = 0  # the RL step (for components with schedules)
     total_steps: int = 1
     objective_state: Any = None  # the objective's explicit state, when it keeps one
+    traits: frozenset[str] = frozenset()  # rlvr.config.algorithm_traits of the run
 
     @property
     def whole_groups(self) -> bool:
-        return "whole_groups" in OBJECTIVES.get(self.algorithm.objective.name).needs
+        return "whole_groups" in self.traits
 
 
 def needs_old_logp(alg: AlgorithmConfig) -> bool:

@@ -16,9 +16,9 @@ def requires_clipping_objective(cfg, params) -> list[str]:
     from rlvr.algorithms.registry import OBJECTIVES
 
     name = cfg.algorithm.objective.name
-    if "clip_rule" in OBJECTIVES.get(name).needs:
+    if "clip_rule" in OBJECTIVES.get(name).traits:
         return []
-    users = [n for n in OBJECTIVES.names() if "clip_rule" in OBJECTIVES.get(n).needs]
+    users = [n for n in OBJECTIVES.names() if "clip_rule" in OBJECTIVES.get(n).traits]
     return [f"objective {name!r} does not clip a ratio; clip rules apply to: {', '.join(users)}"]
 
 

@@ -43,7 +43,7 @@ def conspo_margin(p: ConSPOParams, step: int, total_steps: int) -> float:
     return p.margin_max * min(step / max(total_steps, 1), 1.0)
 
 
-@OBJECTIVES.register("conspo", ConSPOParams, needs=("whole_groups", "reduced_loss"))
+@OBJECTIVES.register("conspo", ConSPOParams, traits=("whole_groups", "reduced_loss"))
 def conspo(inp: ObjectiveInputs, p: ConSPOParams) -> ObjectiveOutput:
     """ConSPO (reconstructed): InfoNCE of positives against the group's negatives, scheduled margin."""
     gi = require(inp.group_index, "group ids (ObjectiveInputs.group_index)", "conspo")

@@ -59,7 +59,7 @@ def _alpha(inp: ObjectiveInputs, p: DHPOParams) -> torch.Tensor:
     return torch.where(peak > 0, ent / peak.clamp(min=1e-30), torch.zeros_like(ent))
 
 
-@OBJECTIVES.register("dhpo", DHPOParams, needs=("clip_rule",))
+@OBJECTIVES.register("dhpo", DHPOParams, traits=("clip_rule",))
 def dhpo(inp: ObjectiveInputs, p: DHPOParams) -> ObjectiveOutput:
     """DHPO (reconstructed): token and sequence ratios, each clipped, mixed in one surrogate."""
     adv = inp.advantages

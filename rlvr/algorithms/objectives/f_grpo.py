@@ -40,7 +40,7 @@ class FGRPOParams(Params):
     beta: float = Field(0.1, gt=0.0, description="scale of the critic T = beta x sequence log-ratio to the reference")
 
 
-@OBJECTIVES.register("f_grpo", FGRPOParams, needs=("ref_logp", "whole_groups", "reduced_loss"))
+@OBJECTIVES.register("f_grpo", FGRPOParams, needs=("ref_logp",), traits=("whole_groups", "reduced_loss"))
 def f_grpo(inp: ObjectiveInputs, p: FGRPOParams) -> ObjectiveOutput:
     """f-GRPO (reconstructed): variational f-divergence between above- and below-average completions."""
     gi = require(inp.group_index, "group ids (ObjectiveInputs.group_index)", "f_grpo")

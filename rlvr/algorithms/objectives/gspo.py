@@ -50,7 +50,7 @@ def masked_seq_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return total / valid.sum(-1).clamp(min=1).to(x.dtype)
 
 
-@OBJECTIVES.register("gspo", GSPOParams, needs=("clip_rule",))
+@OBJECTIVES.register("gspo", GSPOParams, traits=("clip_rule",))
 def gspo(inp: ObjectiveInputs, p: GSPOParams) -> ObjectiveOutput:
     """GSPO sequence-ratio clipped surrogate (use with seq_mean_token_mean)."""
     log_s = masked_seq_mean(inp.logp - inp.old_logp, inp.mask).clamp(max=p.log_ratio_clamp)

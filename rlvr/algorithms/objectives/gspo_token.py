@@ -27,7 +27,7 @@ from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutpu
 __all__ = ["gspo_token"]
 
 
-@OBJECTIVES.register("gspo_token", GSPOParams, needs=("clip_rule",))
+@OBJECTIVES.register("gspo_token", GSPOParams, traits=("clip_rule",))
 def gspo_token(inp: ObjectiveInputs, p: GSPOParams) -> ObjectiveOutput:
     """GSPO-token: sequence ratio with per-token advantages and per-token gradients."""
     log_s = masked_seq_mean(inp.logp - inp.old_logp, inp.mask).detach()  # [N]

@@ -42,7 +42,7 @@ def mastered_rows(rewards: torch.Tensor, group_index: torch.Tensor, mastery: flo
     return low[inv] >= mastery
 
 
-@OBJECTIVES.register("mcpo", MCPOParams, needs=("whole_groups", "clip_rule"))
+@OBJECTIVES.register("mcpo", MCPOParams, traits=("whole_groups", "clip_rule"))
 def mcpo(inp: ObjectiveInputs, p: MCPOParams) -> ObjectiveOutput:
     """MCPO (reconstructed): PPO clip + hinge on KL(pi_old || pi_theta) for mastered groups."""
     gi = require(inp.group_index, "group ids (ObjectiveInputs.group_index)", "mcpo")

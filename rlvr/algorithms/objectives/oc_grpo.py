@@ -60,7 +60,7 @@ def _check(cfg, p: OCGRPOParams) -> list[str]:
     return []
 
 
-@OBJECTIVES.register("oc_grpo", OCGRPOParams, check=_check, needs=("guided", "clip_rule"))
+@OBJECTIVES.register("oc_grpo", OCGRPOParams, check=_check, needs=("guided",), traits=("clip_rule",))
 def oc_grpo(inp: ObjectiveInputs, p: OCGRPOParams) -> ObjectiveOutput:
     """OC-GRPO: PPO clip whose guided rows divide by the guided-context behaviour log-probs."""
     guided = inp.extras.get("guided")

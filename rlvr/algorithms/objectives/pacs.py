@@ -49,7 +49,7 @@ def balanced_weights(labels: torch.Tensor, group_index: torch.Tensor) -> torch.T
     return torch.where(classes > 1.5, size / (classes.round() * count), torch.ones_like(count))
 
 
-@OBJECTIVES.register("pacs", PACSParams, needs=("whole_groups", "reduced_loss"))
+@OBJECTIVES.register("pacs", PACSParams, traits=("whole_groups", "reduced_loss"))
 def pacs(inp: ObjectiveInputs, p: PACSParams) -> ObjectiveOutput:
     """PACS: class-balanced BCE on the group-centred log-ratio score."""
     gi = require(inp.group_index, "group ids (ObjectiveInputs.group_index)", "pacs")

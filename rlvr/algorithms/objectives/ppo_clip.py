@@ -37,7 +37,7 @@ class PPOClipParams(Params):
         return self
 
 
-@OBJECTIVES.register("ppo_clip", PPOClipParams, needs=("clip_rule",))
+@OBJECTIVES.register("ppo_clip", PPOClipParams, traits=("clip_rule",))
 def ppo_clip(inp: ObjectiveInputs, p: PPOClipParams) -> ObjectiveOutput:
     """PPO clipped surrogate with separate low/high bounds and optional dual clip."""
     adv = inp.advantages

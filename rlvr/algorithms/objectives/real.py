@@ -45,7 +45,7 @@ def _log1p_sum_exp(x: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(torch.cat([x.new_zeros(1), x]), dim=0)
 
 
-@OBJECTIVES.register("real", REALParams, needs=("whole_groups", "reduced_loss"))
+@OBJECTIVES.register("real", REALParams, traits=("whole_groups", "reduced_loss"))
 def real(inp: ObjectiveInputs, p: REALParams) -> ObjectiveOutput:
     """REAL (reconstructed): classification of completions by reward on the sequence log-ratio."""
     rewards = require(inp.rewards, "the rewards (ObjectiveInputs.rewards)", "real")

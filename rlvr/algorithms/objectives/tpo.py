@@ -48,7 +48,7 @@ def tpo_target(rewards: torch.Tensor, old_seq_logp: torch.Tensor | None, group_i
     return group_log_softmax(logits, group_index).detach()
 
 
-@OBJECTIVES.register("tpo", TPOParams, needs=("whole_groups", "reduced_loss"))
+@OBJECTIVES.register("tpo", TPOParams, traits=("whole_groups", "reduced_loss"))
 def tpo(inp: ObjectiveInputs, p: TPOParams) -> ObjectiveOutput:
     """TPO: cross-entropy to a reward-tilted target over each group."""
     gi = require(inp.group_index, "group ids (ObjectiveInputs.group_index)", "tpo")

@@ -63,7 +63,7 @@ def _check(cfg, p: VIMPOObjectiveParams) -> list[str]:
 
 
 @OBJECTIVES.register("vimpo", VIMPOObjectiveParams, check=_check,
-                     needs=("ref_logp", "whole_groups", "clip_rule"))
+                     needs=("ref_logp",), traits=("whole_groups", "clip_rule"))
 def vimpo_objective(inp: ObjectiveInputs, p: VIMPOObjectiveParams) -> ObjectiveOutput:
     """VIMPO: PPO clip on the advantages + value_coef x (implied start value - its group mean)^2."""
     if inp.ref_logp is None or inp.rewards is None or inp.group_index is None:

@@ -38,7 +38,7 @@ class WAPOParams(Params):
     log_ratio_clamp: float = Field(20.0, gt=0.0, description="clamp on logp - old_logp before exp")
 
 
-@OBJECTIVES.register("wapo", WAPOParams, needs=("whole_groups", "reduced_loss"))
+@OBJECTIVES.register("wapo", WAPOParams, traits=("whole_groups", "reduced_loss"))
 def wapo(inp: ObjectiveInputs, p: WAPOParams) -> ObjectiveOutput:
     """WAPO: positive-advantage rows only, upper-clipped ratio, G L_max per group over groups with a winner."""
     gi = require(inp.group_index, "group ids (ObjectiveInputs.group_index)", "wapo")
