@@ -17,7 +17,8 @@ __all__ = [
     "ADVANTAGES", "OBJECTIVES", "AGGREGATIONS", "KL_ESTIMATORS", "CORRECTIONS", "CorrectionInputs",
     "AdvantageInputs", "ObjectiveInputs", "AggregationInputs", "ObjectiveOutput", "aggregate",
     "REWARD_TRANSFORMS", "ADVANTAGE_TRANSFORMS", "CLIP_RULES", "TransformInputs", "TransformOutput",
-    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "TRAITS", "FLAGS", "call",
+    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "TRAITS", "FLAGS", "call", "ShapingInputs", "MaskInputs",
+    "GroupFilterInputs", "REWARD_SHAPERS", "MASK_TRANSFORMS", "GROUP_FILTERS",
 ]
 
 # Extra per-batch tensors a component may request with ``needs=`` at registration. The trainer computes
@@ -135,6 +136,7 @@ class TransformInputs:
     extras: Mapping[str, torch.Tensor] = field(default_factory=dict)
     step: int = 0
     total_steps: int = 1
+    kl_coef: float = 0.0  # this step's KL coefficient (the KL controller's, schedules included)
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -197,3 +199,35 @@ CORRECTIONS: Registry[Callable[..., CorrectionOutput]] = Registry("importance-sa
 REWARD_TRANSFORMS: Registry[Callable[..., TransformOutput]] = Registry("reward transform")
 ADVANTAGE_TRANSFORMS: Registry[Callable[..., TransformOutput]] = Registry("advantage transform")
 CLIP_RULES: Registry[Callable[..., ClipBounds]] = Registry("clip rule")
+
+
+@dataclass(frozen=True)
+class ShapingInputs:
+    """One generation call's completions, for a reward shaper (added to the verifier's reward at scoring)."""
+
+    lengths: torch.Tensor  # [N] completion lengths
+    max_new_tokens: int  # the run's completion limit
+
+
+@dataclass(frozen=True)
+class MaskInputs:
+    """The batch's loss mask, for a mask transform (which tokens enter the loss and its token counts)."""
+
+    mask: torch.Tensor  # [N, T]
+    truncated: torch.Tensor  # [N] bool: the completion hit the length limit
+
+
+@dataclass(frozen=True)
+class GroupFilterInputs:
+    """One generation round's completions by group, for a group filter (which groups a step keeps)."""
+
+    rewards: torch.Tensor  # [N] float64 training rewards
+    correct: torch.Tensor  # [N] float64 the verifier's correctness
+    group_index: torch.Tensor  # [N] long, groups 0 .. n_groups - 1 (a group may have no completion)
+    n_groups: int
+
+
+# Step features the config's flags turn on (rlvr.train.features), called through the same seams as the rest:
+REWARD_SHAPERS: Registry[Callable[..., torch.Tensor]] = Registry("reward shaper")  # -> [N] added to rewards
+MASK_TRANSFORMS: Registry[Callable[..., torch.Tensor]] = Registry("mask transform")  # -> [N, T] new mask
+GROUP_FILTERS: Registry[Callable[..., list[int]]] = Registry("group filter")  # -> indices of kept groups

@@ -57,11 +57,6 @@ class Group:
         c = self.correct
         return sum(c) / len(c) if c else 0.0
 
-    @property
-    def informative(self) -> bool:
-        """Rewards differ inside the group: a group-relative advantage is not all zero."""
-        return len(self.rewards) > 1 and max(self.rewards) != min(self.rewards)
-
 
 @dataclass(frozen=True)
 class SamplerContext:

@@ -16,12 +16,13 @@ from typing import Any, Callable
 import torch
 
 from rlvr.algorithms.grouping import group_constant
-from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, KL_ESTIMATORS, REWARD_TRANSFORMS,
-                                     AdvantageInputs, TransformInputs, call)
+from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, MASK_TRANSFORMS, REWARD_TRANSFORMS,
+                                     AdvantageInputs, MaskInputs, TransformInputs, call)
 from rlvr.config import RunConfig, algorithm_needs, algorithm_traits
 from rlvr.core.batch import build_batch
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.extras import compute_extras
+from rlvr.train.features import step_features
 from rlvr.train.interrupt import deferred_interrupt
 from rlvr.train.rollouts import collect_rollouts
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
@@ -82,30 +83,27 @@ def _active(registry, comp, step: int) -> bool:
 
 
 def step_needs(cfg: RunConfig, c: Components, step: int) -> frozenset[str]:
-    """Every extra tensor this step needs, from one place: what the active components request, plus the
-    old log-probs when the policy moves between optimizer steps of the batch (or a KL penalty in the reward
-    reads them) and the reference log-probs whenever a reference model is loaded."""
+    """Every extra tensor this step needs, from one place: what the active components (configured, and the
+    features the config's flags turn on) request, plus the old log-probs when the policy moves between
+    optimizer steps of the batch and the reference log-probs whenever a reference model is loaded."""
     needs = set(algorithm_needs(cfg, step))
-    kl_in_reward = c.ref_model is not None and cfg.algorithm.kl.placement == "reward"
-    if needs_old_logp(cfg.algorithm) or kl_in_reward:
+    for f in step_features(cfg, c.ref_model is not None).reward_transforms:
+        needs |= REWARD_TRANSFORMS.get(f.name).needs
+    if needs_old_logp(cfg.algorithm):
         needs.add("old_logp")
     if c.ref_model is not None:
         needs.add("ref_logp")
     return frozenset(needs)
 
 
-def _kl_in_reward(cfg: RunConfig, batch, coef: float) -> tuple[torch.Tensor, float]:
-    """PPO-style KL penalty: r_i -= coef * sum_t KL_t(pi_old || pi_ref), before advantages."""
-    kl = KL_ESTIMATORS.get(cfg.algorithm.kl.estimator).fn(batch.old_logp, batch.ref_logp) * batch.completion_mask
-    rewards = batch.rewards - coef * kl.sum(-1).double()
-    return rewards, float(kl.sum() / batch.completion_mask.sum().clamp(min=1))
-
-
-def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int):
-    """Reward transforms -> advantage estimator -> advantage transforms over the batch and its extras;
-    returns the batch with rewards and advantages set, and the transforms' metrics."""
+def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: float = 0.0):
+    """Reward transforms (the features' first, then the configured ones) -> advantage estimator ->
+    advantage transforms over the batch and its extras; returns the batch with rewards and advantages set,
+    and the transforms' metrics."""
     alg, state = cfg.algorithm, c.algo_state
-    rtf = [(i, comp) for i, comp in enumerate(alg.reward_transforms) if _active(REWARD_TRANSFORMS, comp, step)]
+    implied = [(None, f) for f in step_features(cfg, c.ref_model is not None).reward_transforms]
+    rtf = implied + [(i, comp) for i, comp in enumerate(alg.reward_transforms)
+                     if _active(REWARD_TRANSFORMS, comp, step)]
     atf = [(i, comp) for i, comp in enumerate(alg.advantage_transforms) if _active(ADVANTAGE_TRANSFORMS, comp, step)]
     extras = {**batch.extras, **{k: v for k, v in (("old_logp", batch.old_logp), ("ref_logp", batch.ref_logp))
                                  if v is not None}}
@@ -114,9 +112,10 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int):
     metrics: dict[str, float] = {}
     rewards = batch.rewards
     for i, comp in rtf:
-        inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, None, comps, extras, step, total)
+        inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, None, comps, extras, step, total,
+                              kl_coef)
         rewards, m = call(REWARD_TRANSFORMS.get(comp.name), inp, comp.params,
-                          state.get(f"algorithm.reward_transforms.{i}"))
+                          None if i is None else state.get(f"algorithm.reward_transforms.{i}"))
         rewards = rewards.to(torch.float64)
         metrics.update({f"reward_transform/{comp.name}/{k}": float(v) for k, v in m.items()})
     adv = call(ADVANTAGES.get(alg.advantage.name),
@@ -126,7 +125,8 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int):
     if adv.dim() == 1:
         adv = adv[:, None] * batch.completion_mask
     for i, comp in atf:
-        inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, adv, comps, extras, step, total)
+        inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, adv, comps, extras, step, total,
+                              kl_coef)
         adv, m = call(ADVANTAGE_TRANSFORMS.get(comp.name), inp, comp.params,
                       state.get(f"algorithm.advantage_transforms.{i}"))
         adv = adv * batch.completion_mask
@@ -161,15 +161,13 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
     extras = compute_extras(needs, c, batch, s, ro.completions, examples, cfg.algorithm.teacher_hint) if needs else {}
     batch = replace(batch, old_logp=extras.pop("old_logp", None), ref_logp=extras.pop("ref_logp", None),
                     extras=extras)
-    reward_kl = None
-    if c.ref_model is not None and cfg.algorithm.kl.placement == "reward":
-        rewards, reward_kl = _kl_in_reward(cfg, batch, coef)
-        batch = replace(batch, rewards=rewards)
-    batch, transform_metrics = _advantages(cfg, c, batch, ro, step)
-    if reward_kl is not None:  # the reward already carries the penalty; the loss gets no KL term
-        batch = replace(batch, ref_logp=None)
-    if cfg.algorithm.overlong.filter:  # truncated completions leave the loss and its token counts
-        batch = replace(batch, completion_mask=batch.completion_mask * (~batch.truncated)[:, None].float())
+    batch, transform_metrics = _advantages(cfg, c, batch, ro, step, coef)
+    reward_kl = transform_metrics.pop("reward_transform/kl_penalty/kl", None)  # reported as "kl"
+    if cfg.algorithm.kl.placement == "reward" and "ref_logp" not in algorithm_needs(cfg, step):
+        batch = replace(batch, ref_logp=None)  # the reward carries the penalty: no KL term in the loss
+    for f in step_features(cfg, c.ref_model is not None).mask_transforms:  # e.g. truncated rows leave the loss
+        mask = MASK_TRANSFORMS.get(f.name).fn(MaskInputs(batch.completion_mask, batch.truncated), f.params)
+        batch = replace(batch, completion_mask=mask)
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
     upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen) if batch.completion_mask.any() else {}
     c.engine.sync_weights()

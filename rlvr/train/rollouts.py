@@ -27,11 +27,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from rlvr.algorithms.grouping import group_constant
-from rlvr.algorithms.shaping import overlong_penalty
+from rlvr.algorithms.group_filters import informative_groups
+from rlvr.algorithms.registry import GROUP_FILTERS, REWARD_SHAPERS, GroupFilterInputs, ShapingInputs
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score
 from rlvr.rollout.wrappers import engine_metrics
 from rlvr.sampling.base import Group
+from rlvr.train.features import step_features
 
 __all__ = ["Rollouts", "collect_rollouts", "DynamicSamplingShortfall", "stage_seed"]
 
@@ -76,12 +77,10 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
                                               [comp.text for comp in completions])
     t2 = time.perf_counter()
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)
-    ov = cfg.algorithm.overlong
-    if ov.soft_penalty and completions:
-        lengths = torch.tensor([len(comp) for comp in completions])
-        limit = cfg.rollout.max_new_tokens
-        buffer = max(1, round(ov.buffer_frac * limit))
-        rewards = rewards + overlong_penalty(lengths, limit, buffer, ov.factor)
+    shapers = step_features(cfg, c.ref_model is not None).reward_shapers if completions else []
+    for f in shapers:  # e.g. DAPO's soft overlong punishment, seen by dynamic sampling and prompt statistics
+        inp = ShapingInputs(torch.tensor([len(comp) for comp in completions]), cfg.rollout.max_new_tokens)
+        rewards = rewards + REWARD_SHAPERS.get(f.name).fn(inp, f.params)
     s = spent.sums
     for comp, sc, r in zip(completions, scores, rewards.tolist()):
         g = groups[idx[comp.group]]
@@ -160,7 +159,7 @@ def _step_metrics(sums: dict[str, float]) -> dict[str, float]:
 def _spend_metrics(c, r: Rollouts, spent: _Spent, reused: int) -> dict[str, float]:
     sizes = torch.bincount(torch.tensor([comp.group for comp in r.completions], dtype=torch.long),
                            minlength=len(r.requests)) if r.completions else torch.zeros(0)
-    informative = len(_informative(r, "reward", singletons=False)) if r.completions else 0
+    informative = len(informative_groups(_filter_inputs(r), "reward", singletons=False)) if r.completions else 0
     groups = len(r.requests)
     out = {"rollouts/spent": spent.sums["generated/n"], "rollouts/reused": float(reused),
            "rollouts/generation_calls": spent.sums["calls"], "rollouts/groups": float(groups),
@@ -184,23 +183,10 @@ def _spend_metrics(c, r: Rollouts, spent: _Spent, reused: int) -> dict[str, floa
     return out
 
 
-def _informative(r: Rollouts, metric: str, singletons: bool = True, drop: str = "constant") -> list[int]:
-    """Indices of requests whose groups are not constant in ``metric`` (a group of one counts as informative
-    when ``singletons``, as DAPO keeps it); with ``drop="all_correct"``, of groups not entirely correct."""
-    if drop == "all_correct":
-        correct = [s.components.get("correct", 0.0) >= 1.0 for s in r.scores]
-        solved = [True] * len(r.requests)
-        for comp, ok in zip(r.completions, correct):
-            solved[comp.group] = solved[comp.group] and ok
-        present = {comp.group for comp in r.completions}
-        return [g for g in range(len(r.requests)) if g in present and not solved[g]]
-    values = torch.tensor([s.components.get("correct", 0.0) for s in r.scores] if metric == "correct"
-                          else r.rewards, dtype=torch.float64)
-    groups = torch.tensor([comp.group for comp in r.completions], dtype=torch.long)
-    constant = group_constant(values, groups)
-    sizes = torch.bincount(groups, minlength=len(r.requests))
-    return [g for g in range(len(r.requests)) if (sizes[g] == 1 and singletons)
-            or (sizes[g] > 1 and not bool(constant[groups == g].any()))]
+def _filter_inputs(r: Rollouts) -> GroupFilterInputs:
+    return GroupFilterInputs(torch.tensor(r.rewards, dtype=torch.float64),
+                             torch.tensor([s.components.get("correct", 0.0) for s in r.scores], dtype=torch.float64),
+                             torch.tensor([comp.group for comp in r.completions], dtype=torch.long), len(r.requests))
 
 
 def _keep(r: Rollouts, groups: list[int], offset: int) -> Rollouts:
@@ -215,9 +201,10 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
     """One step's rollouts; ``seed_for(round)`` gives each generation round's sampling seed."""
     want = cfg.rollout.prompts_per_step
     ds = cfg.algorithm.dynamic_sampling
+    group_filter = step_features(cfg, c.ref_model is not None).group_filter
     spent = _Spent()
     first, reused = _round(cfg, c, want, seed_for(0), step, spent)
-    if not ds.enabled:
+    if group_filter is None:
         first.metrics = {**_step_metrics(spent.sums), "rollout/rounds": 1.0,
                          **_spend_metrics(c, first, spent, reused)}
         return first
@@ -225,7 +212,7 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
     current = first
     while True:
         rounds += 1
-        keep = _informative(current, ds.metric, drop=ds.drop)[: want - have]
+        keep = GROUP_FILTERS.get(group_filter.name).fn(_filter_inputs(current), group_filter.params)[: want - have]
         part = _keep(current, keep, have)
         parts.append(part)
         have += len(keep)

@@ -1,0 +1,52 @@
+"""The step features that config flags turn on, as the registered components the loop calls.
+
+A user writes ``algorithm.kl.placement: reward``, ``algorithm.overlong.{filter, soft_penalty}`` or
+``algorithm.dynamic_sampling.enabled``; the step runs them as components through the same seams as every
+other: a reward shaper at scoring (:data:`~rlvr.algorithms.registry.REWARD_SHAPERS`), a reward transform
+before the configured ones, a mask transform after the advantages, a group filter between generation rounds.
+:func:`step_features` is the one place that maps the flags to those components.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.algorithms.registry import GROUP_FILTERS, MASK_TRANSFORMS, REWARD_SHAPERS, REWARD_TRANSFORMS
+
+__all__ = ["Feature", "StepFeatures", "step_features"]
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A registered component with validated params (the shape of a config ``Component``)."""
+
+    name: str
+    params: Any
+
+
+def _feature(registry, name: str, **params) -> Feature:
+    return Feature(name, registry.get(name).params.model_validate(params))
+
+
+@dataclass(frozen=True)
+class StepFeatures:
+    reward_shapers: list[Feature] = field(default_factory=list)  # at scoring, per generation call
+    reward_transforms: list[Feature] = field(default_factory=list)  # before algorithm.reward_transforms
+    mask_transforms: list[Feature] = field(default_factory=list)  # after the advantages
+    group_filter: Feature | None = None  # between dynamic-sampling rounds
+
+
+def step_features(cfg, has_reference: bool) -> StepFeatures:
+    """The components ``cfg``'s feature flags turn on (a KL penalty in the reward needs a reference model)."""
+    alg = cfg.algorithm
+    ov, ds = alg.overlong, alg.dynamic_sampling
+    return StepFeatures(
+        reward_shapers=[_feature(REWARD_SHAPERS, "soft_overlong", buffer_frac=ov.buffer_frac, factor=ov.factor)]
+        if ov.soft_penalty else [],
+        reward_transforms=[_feature(REWARD_TRANSFORMS, "kl_penalty", estimator=alg.kl.estimator)]
+        if has_reference and alg.kl.placement == "reward" else [],
+        mask_transforms=[_feature(MASK_TRANSFORMS, "overlong_filter")] if ov.filter else [],
+        group_filter=_feature(GROUP_FILTERS, "dynamic_sampling", metric=ds.metric, drop=ds.drop)
+        if ds.enabled else None,
+    )
