@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import torch
 
@@ -43,11 +44,28 @@ class DynamicSamplingShortfall(RuntimeError):
 
 @dataclass
 class Rollouts:
-    requests: list[GenerationRequest]
-    completions: list[Completion]  # completion.group indexes ``requests``
-    scores: list[Score]
-    rewards: list[float]  # training rewards (task reward + shaping)
-    metrics: dict[str, float]
+    """A step's rollouts: one list of groups (one per prompt, each with its completions, scores and
+    training rewards), and flat views of them in group order for the batch (``completion.group`` indexes
+    ``groups`` and ``requests``). Selecting groups (dynamic sampling) is selecting from ``groups``."""
+
+    groups: list[Group]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @cached_property
+    def requests(self) -> list[GenerationRequest]:
+        return [GenerationRequest(g.example, g.n) for g in self.groups]
+
+    @cached_property
+    def completions(self) -> list[Completion]:
+        return [replace(comp, group=i) for i, g in enumerate(self.groups) for comp in g.completions]
+
+    @cached_property
+    def scores(self) -> list[Score]:
+        return [sc for g in self.groups for sc in g.scores]
+
+    @cached_property
+    def rewards(self) -> list[float]:  # training rewards (task reward + shaping)
+        return [r for g in self.groups for r in g.rewards]
 
 
 @dataclass
@@ -113,13 +131,6 @@ def _observe(c, groups: list[Group], step: int) -> None:
     c.stats.update(ids, correct, step, rewards=rewards, domains=domains)
 
 
-def _flatten(groups: list[Group]) -> Rollouts:
-    groups = [g for g in groups if g.completions]
-    comps = [replace(comp, group=i) for i, g in enumerate(groups) for comp in g.completions]
-    return Rollouts([GenerationRequest(g.example, g.n) for g in groups], comps,
-                    [s for g in groups for s in g.scores], [r for g in groups for r in g.rewards], {})
-
-
 def _round(cfg, c, k: int, seed: int, step: int, spent: _Spent) -> tuple[Rollouts, int]:
     """One round: ``k`` prompts through the allocator's stages; returns the rollouts and completions reused."""
     examples = c.sampler.next(k, step)
@@ -140,7 +151,7 @@ def _round(cfg, c, k: int, seed: int, step: int, spent: _Spent) -> tuple[Rollout
     finalize = getattr(c.allocator, "finalize", None)
     if finalize is not None:
         groups = finalize(groups, step)
-    return _flatten(groups), sum(g.reused for g in groups)
+    return Rollouts([g for g in groups if g.completions]), sum(g.reused for g in groups)
 
 
 def _step_metrics(sums: dict[str, float]) -> dict[str, float]:
@@ -189,14 +200,6 @@ def _filter_inputs(r: Rollouts) -> GroupFilterInputs:
                              torch.tensor([comp.group for comp in r.completions], dtype=torch.long), len(r.requests))
 
 
-def _keep(r: Rollouts, groups: list[int], offset: int) -> Rollouts:
-    remap = {g: offset + i for i, g in enumerate(groups)}
-    idx = [i for i, comp in enumerate(r.completions) if comp.group in remap]
-    comps = [replace(r.completions[i], group=remap[r.completions[i].group]) for i in idx]
-    return Rollouts([r.requests[g] for g in groups], comps, [r.scores[i] for i in idx],
-                    [r.rewards[i] for i in idx], {})
-
-
 def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
     """One step's rollouts; ``seed_for(round)`` gives each generation round's sampling seed."""
     want = cfg.rollout.prompts_per_step
@@ -208,14 +211,14 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
         first.metrics = {**_step_metrics(spent.sums), "rollout/rounds": 1.0,
                          **_spend_metrics(c, first, spent, reused)}
         return first
-    parts, have, rounds, total_reused = [], 0, 0, reused
+    kept: list[Group] = []
+    rounds, total_reused = 0, reused
     current = first
     while True:
         rounds += 1
-        keep = GROUP_FILTERS.get(group_filter.name).fn(_filter_inputs(current), group_filter.params)[: want - have]
-        part = _keep(current, keep, have)
-        parts.append(part)
-        have += len(keep)
+        keep = GROUP_FILTERS.get(group_filter.name).fn(_filter_inputs(current), group_filter.params)
+        kept += [current.groups[g] for g in keep[: want - len(kept)]]
+        have = len(kept)
         if have >= want or rounds >= ds.max_rounds:
             break
         current, reused = _round(cfg, c, ds.batch_prompts or want, seed_for(rounds), step, spent)
@@ -224,8 +227,7 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
         raise DynamicSamplingShortfall(
             f"dynamic sampling found {have} of {want} informative groups in {rounds} rounds "
             f"(algorithm.dynamic_sampling.max_rounds={ds.max_rounds})")
-    out = Rollouts([r for p in parts for r in p.requests], [x for p in parts for x in p.completions],
-                   [s for p in parts for s in p.scores], [x for p in parts for x in p.rewards], {})
+    out = Rollouts(kept)
     out.metrics = {**_step_metrics(spent.sums), "rollout/rounds": float(rounds), "rollout/filled_frac": have / want,
                    **_spend_metrics(c, out, spent, total_reused)}
     return out
