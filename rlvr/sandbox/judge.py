@@ -22,6 +22,9 @@ why each part is there (reward hacks named in VERIFIERS.md sections 4 and 6):
   a sequence number; the last one carries the host's nonce and is written only after every test ran. The
   host rejects the whole run on any bad, missing, duplicated or reordered record. Printing "passed" or
   anything nonce-like to stdout achieves nothing: stdout is not read for results.
+- **Harness limits are not the solution's.** Loading has its own budget (``load_timeout``); the job's
+  ``budget`` ends the run with a report before the sandbox's wall clock would kill it; unittest and pytest
+  forms run through ``forms.py``, here, after the solution's names are bound.
 """
 
 import ast
@@ -37,10 +40,12 @@ import sys
 import time
 import types
 
-try:  # inside the sandbox the wire module sits next to us in /box; on the host it is part of the package
-    from rlvr_sandbox_rpc import Died, Timeout, decode, encode, recv, send
+try:  # inside the sandbox the helper modules sit next to us in /box; on the host they are part of the package
+    import rlvr_sandbox_forms as forms
+    from rlvr_sandbox_rpc import Died, Remote, Timeout, decode, encode, rebuild_error, recv, send
 except ImportError:
-    from rlvr.sandbox.rpc import Died, Timeout, decode, encode, recv, send
+    from rlvr.sandbox import forms
+    from rlvr.sandbox.rpc import Died, Remote, Timeout, decode, encode, rebuild_error, recv, send
 
 RPC_FILE = "rlvr_sandbox_rpc.py"
 _BOX = os.path.dirname(os.path.abspath(__file__))
@@ -48,9 +53,13 @@ _BOX = os.path.dirname(os.path.abspath(__file__))
 
 # ---- the judge side -------------------------------------------------------------------------------------
 def strict_eq(a, b):
-    """``a == b`` with exact types all the way down (True != 1 != 1.0); handles equal only themselves."""
-    ta = type(a)
-    if ta is not type(b):
+    """``a == b`` with exact types all the way down (True != 1 != 1.0); handles equal only themselves. An
+    object of any other type was made by the test code (``pytest.approx``, a ``Counter``, a helper class):
+    its own ``==`` decides, as the test's author meant."""
+    ta, tb = type(a), type(b)
+    if ta not in _PLAIN or tb not in _PLAIN:
+        return a == b
+    if ta is not tb:
         return False
     if ta is Remote:
         return a is b
@@ -87,47 +96,16 @@ class LoadFailed(Exception):
     """The solution (or the test setup bound to it) could not be loaded."""
 
 
-class Remote:
-    """A solution-side object the judge can call, index, iterate or take attributes of, never compare."""
-
-    __slots__ = ("_rid", "_srv")
-
-    def __init__(self, rid, srv):
-        object.__setattr__(self, "_rid", rid)
-        object.__setattr__(self, "_srv", srv)
-
-    def __call__(self, *args, **kwargs):
-        return self._srv.rpc(["call", self._rid, [self._srv.arg(a) for a in args],
-                              [[k, self._srv.arg(v)] for k, v in kwargs.items()]])
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return self._srv.rpc(["getattr", self._rid, name])
-
-    def __getitem__(self, key):
-        return self._srv.rpc(["getitem", self._rid, self._srv.arg(key)])
-
-    def __len__(self):
-        n = self._srv.rpc(["len", self._rid])
-        if type(n) is not int:
-            raise TypeError("len() of a solution object is not an int")
-        return n
-
-    def __iter__(self):
-        return iter(self._srv.rpc(["iter", self._rid]))
-
-    def __bool__(self):  # `assert solution_object` must not pass by default truthiness
-        raise TypeError("a solution object has no truth value; return plain data")
-
-    def __repr__(self):
-        return "<solution object #%d>" % self._rid
+_PLAIN = {type(None), bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset, Remote}
 
 
 class Server:
-    """One solution process; every call waits at most until the current test's deadline."""
+    """One solution process; every call waits at most until the current test's deadline. A call cut short
+    (timeout, death, garbage) leaves it ``broken`` for good, even where test code swallowed the exception
+    (unittest records any exception as an error): its next answer could belong to the old call."""
 
     deadline = 0.0
+    broken = ""
 
     def __init__(self, path, site):
         flags = ["-I", "-B"] + ([] if site else ["-S"])
@@ -165,17 +143,18 @@ class Server:
         return x._rid
 
     def rpc(self, req):
-        if self.proc is None:
+        if self.proc is None or self.broken:
             raise Died("solution process is gone")
-        send(self.w, req, Server.deadline)
-        resp = recv(self.r, Server.deadline)
+        try:
+            send(self.w, req, Server.deadline)
+            resp = recv(self.r, Server.deadline)
+        except BaseException as e:
+            self.broken = "timeout" if isinstance(e, Timeout) else "solution process died: %s" % e
+            raise
         if type(resp) is list and len(resp) == 2 and resp[0] == "ok":
             return decode(resp[1], self.remote)
-        if type(resp) is list and len(resp) == 3 and resp[0] == "err" and type(resp[1]) is str:
-            exc = getattr(builtins, resp[1], None)
-            if not (isinstance(exc, type) and issubclass(exc, Exception)):
-                exc = RuntimeError
-            raise exc("%s: %s" % (resp[1], resp[2]))
+        if type(resp) is list and len(resp) in (3, 4) and resp[0] == "err" and all(type(v) is str for v in resp[1:]):
+            raise rebuild_error(resp)
         raise Died("malformed response from the solution")
 
     def kill(self):
@@ -196,8 +175,14 @@ class Judge:
     def __init__(self, job):
         self.job, self.seq = job, 0
         self.key = bytes.fromhex(job["secret"])
-        self.timeout = float(job["timeout"])
+        self.timeout, self.load_timeout = float(job["timeout"]), float(job.get("load_timeout", job["timeout"]))
+        self.end = time.monotonic() + float(job.get("budget", 1e9))  # report before the sandbox kills us
         self.path = os.path.join(_BOX, "solution.py")
+
+    def deadline(self, seconds):
+        if time.monotonic() >= self.end:
+            raise LoadFailed("not run: the run's time budget (max_wall_s) is spent")
+        return min(time.monotonic() + seconds, self.end)
 
     def emit(self, **rec):
         rec["seq"] = self.seq
@@ -209,18 +194,32 @@ class Judge:
             data = data[os.write(3, data):]
 
     def _start(self):
-        """A fresh solution process and a fresh test namespace (setup re-run) bound to it."""
-        Server.deadline = time.monotonic() + self.timeout
-        srv = Server(self.path, self.job.get("site", False))
+        """A fresh solution process and a fresh test namespace (setup re-run) bound to it. Loading (the
+        solution's top-level code, then the test setup) has its own time budget, not a test's."""
+        Server.deadline = self.deadline(self.load_timeout)
+        try:
+            srv = Server(self.path, self.job.get("site", False))
+        except Timeout:
+            raise LoadFailed("solution did not load within %gs" % self.load_timeout)
         ns = {"__name__": "__tests__", "__builtins__": builtins,
-              "__rlvr_eq__": strict_eq if self.job.get("strict", True) else (lambda a, b: a == b)}
+              "__rlvr_eq__": strict_eq if self.job.get("strict", True) else (lambda a, b: a == b),
+              "__rlvr_unittest__": forms.run_unittest,
+              "__rlvr_pytest__": lambda owner, name, case: forms.run_pytest(ns, owner, name, case),
+              "__rlvr_capture__": lambda: srv.rpc(["capture", 0]),
+              "__rlvr_case__": lambda i: forms.call_case(srv.names, self.job["tests"][i]["case"], Remote)}
         # Solution names that shadow builtins (abs, len, all, sorted...) would let the solution answer the
         # test's own checks: tests get them only by importing them from `solution` explicitly.
         ns.update((k, v) for k, v in srv.names.items() if not hasattr(builtins, k))
         mod = types.ModuleType("solution")
         mod.__dict__.update(srv.names)
         sys.modules["solution"] = mod  # tests written as `from solution import f` bind the handles
-        exec(self.setup, ns)
+        try:
+            exec(self.setup, ns)
+        except BaseException as e:
+            srv.kill()
+            if isinstance(e, Timeout):
+                raise LoadFailed("test setup ran past the load budget (%gs)" % self.load_timeout)
+            raise LoadFailed("test setup failed: %s: %s" % (type(e).__name__, e))
         return srv, ns
 
     def run_calls(self):
@@ -238,10 +237,11 @@ class Judge:
                     try:
                         srv, ns = self._start()
                     except BaseException as e:  # a solution that cannot even load fails every test
-                        load_error = "solution did not load: %s" % (str(e) or type(e).__name__)
+                        load_error = str(e) if isinstance(e, LoadFailed) else "solution did not load: %s" % (
+                            str(e) or type(e).__name__)
                         raise LoadFailed(load_error)
-                Server.deadline = time.monotonic() + self.timeout
-                signal.setitimer(signal.ITIMER_REAL, self.timeout + 0.5)  # test code looping on its own
+                Server.deadline = self.deadline(self.timeout)
+                signal.setitimer(signal.ITIMER_REAL, self.timeout + 0.5, 0.5)  # test code looping on its own
                 try:
                     exec(code, ns)
                 finally:
@@ -255,8 +255,13 @@ class Judge:
                 why, restart = "solution process died: %s" % e, True
             except LoadFailed as e:
                 why = str(e)
+            except (forms.Skipped, forms.Errored) as e:
+                why = str(e)
             except BaseException as e:
                 why = "%s: %s" % (type(e).__name__, e)
+            signal.setitimer(signal.ITIMER_REAL, 0)  # again: an alarm may have cut the first cancel short
+            if srv is not None and srv.broken:  # even where the test code caught the timeout or death
+                ok, why, restart = False, srv.broken, True
             if srv is not None and (restart or srv.proc.poll() is not None):
                 srv.kill()  # a hung or dead solution is restarted for the next test
                 srv = None
@@ -269,10 +274,13 @@ class Judge:
         cases = self.job["cases"]
         flags = ["-I", "-B"] + ([] if self.job.get("site") else ["-S"])
         for i, case in enumerate(cases):
+            if time.monotonic() >= self.end:  # the run's budget is spent: the rest fail as timeouts
+                self.emit(k="case", i=i, out="", rc=None, timeout=True, trunc=False, err="")
+                continue
             p = subprocess.Popen([sys.executable] + flags + [self.path], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             out, err, timed_out = _pump(p, case["input"].encode(), int(case["cap"]),
-                                        time.monotonic() + self.timeout)
+                                        min(time.monotonic() + self.timeout, self.end))
             try:
                 os.killpg(p.pid, signal.SIGKILL)  # children it left behind, too
             except OSError:
@@ -335,6 +343,7 @@ def main():
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # drained and closed before any solution process exists
     signal.signal(signal.SIGALRM, _alarm)
+    forms.install(strict_eq if job.get("strict", True) else None)
     judge = Judge(job)
     n = judge.run_calls() if job["kind"] == "call" else judge.run_stdio()
     judge.emit(k="done", n=n, nonce=job["nonce"])

@@ -3,72 +3,106 @@
 Standalone (stdlib only): shipped into the sandbox next to the judge as ``/box/rlvr_sandbox_rpc.py`` and
 started as ``python3 -I -S -B rlvr_sandbox_rpc.py --serve /box/solution.py`` for the solution process.
 
-Values cross as tagged JSON of plain data only (see :func:`encode`); the judge rebuilds them with
+Values cross as JSON of plain data only (see :func:`encode`); the judge rebuilds them with
 :func:`decode`, which accepts nothing else, so no object the solution made (with its own ``__eq__``,
 ``__bool__`` or ``__repr__``) ever exists in the judge. Frames are length-prefixed and capped (``MAX_MSG``);
-every judge-side read and write has the current test's deadline.
+every judge-side read and write has the current test's deadline. At load, only small module globals are sent
+by value (``small``): a big table stays behind as a handle instead of overflowing the greeting. Exceptions
+come back as their nearest builtin class (``error_reply`` / ``rebuild_error``); what the solution prints is
+kept (capped) for tests that read it (``capture``, pytest's ``capsys``).
 """
 
+import builtins
+import io
 import json
 import os
+import re
 import select
 import struct
 import sys
 import time
 import types
 
-__all__ = ["encode", "decode", "send", "recv", "serve", "Timeout", "Died", "MAX_MSG"]
+__all__ = ["encode", "decode", "small", "send", "recv", "serve", "error_reply", "rebuild_error", "Remote", "Timeout",
+           "Died", "MAX_MSG"]
 
 MAX_MSG = 16 << 20
+# module globals shipped by value at load, in items + string bytes: each one, and all together
+GLOBAL_BUDGET, GLOBALS_BUDGET = 1 << 16, 1 << 20
+CAPTURE_CAP = 1 << 20  # bytes of the solution's stdout (and of its stderr) kept for tests that read them
+_WORD = 1 << 62
+_TYPING_NAMES = re.compile(r"\b(List|Dict|Set|FrozenSet|Tuple|Optional|Union|Any|Callable|Iterable|Iterator|"
+                           r"Generator|Deque|DefaultDict|Sequence|Mapping)\b")
+_BARE = (str, int, float, bool, type(None))  # exact types json.loads makes: they stand for themselves
 _TAGS = {"L": list, "T": tuple, "E": set, "Z": frozenset}
 
 
 # ---- value encoding -------------------------------------------------------------------------------------
 def encode(x, ref, depth=0):
-    """Plain data as tagged JSON; anything else becomes a handle, ``["R", ref(x)]``."""
+    """Plain data as JSON: None, bools, strings, floats and word-sized ints bare (a list of a million small
+    ints costs a few MiB, not tens), the rest tagged; anything else becomes a handle, ``["R", ref(x)]``."""
     if depth > 100:
         raise ValueError("value nested too deeply")
     if x is None:
-        return ["N"]
+        return None
     if isinstance(x, bool):
-        return ["B", bool(x)]
+        return bool(x)
     if isinstance(x, int):
-        return ["I", hex(int(x))]
+        x = int.__int__(x)
+        return x if -_WORD < x < _WORD else ["I", hex(x)]
     if isinstance(x, float):
-        return ["F", float(x).hex()]
+        return float.__float__(x)
     if isinstance(x, complex):
         return ["C", x.real.hex(), x.imag.hex()]
     if isinstance(x, str):
-        return ["S", str.__str__(x)]
+        return str.__str__(x)
     if isinstance(x, (bytes, bytearray)):
         return ["Y", bytes(x).hex()]
     for tag, typ in (("L", list), ("T", tuple), ("Z", frozenset), ("E", set)):
-        if isinstance(x, typ):
-            return [tag, [encode(i, ref, depth + 1) for i in x]]
+        if isinstance(x, typ):  # exact bare scalars inline: the bulk of a big result, at C speed
+            return [tag, [i if type(i) in _BARE and (type(i) is not int or -_WORD < i < _WORD) else
+                          encode(i, ref, depth + 1) for i in x]]
     if isinstance(x, dict):
         return ["D", [[encode(k, ref, depth + 1), encode(v, ref, depth + 1)] for k, v in x.items()]]
     return ["R", ref(x)]
 
 
+def small(x, limit):
+    """The size (items + string bytes) of plain data ``x``, or -1 when it is not plain data or exceeds
+    ``limit``: checked before shipping a module global by value, so a big table stays in the solution process
+    as a handle instead of overflowing the greeting (and cyclic data stops at the limit)."""
+    todo, size = [x], 0
+    while todo:
+        v = todo.pop()
+        size += 1 + (len(v) if isinstance(v, (str, bytes, bytearray)) else 0)
+        if size > limit:
+            return -1
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            todo.extend(v)
+        elif not (v is None or isinstance(v, (bool, int, float, complex, str, bytes, bytearray))):
+            return -1
+    return size
+
+
 def decode(o, remote, depth=0):
     """Judge side: rebuild fresh builtins from the encoding, rejecting anything malformed."""
-    if depth > 100 or type(o) is not list or not o or type(o[0]) is not str:
+    t = type(o)
+    if o is None or t in (bool, int, float, str):  # what json.loads made: exact builtin types
+        return o
+    if depth > 100 or t is not list or not o or type(o[0]) is not str:
         raise ValueError("malformed value from the solution")
     t, n = o[0], len(o)
-    if t == "N" and n == 1:
-        return None
-    if t == "B" and n == 2 and type(o[1]) is bool:
-        return o[1]
-    if t in ("I", "F", "S", "Y", "C") and all(type(v) is str for v in o[1:]) and n == (3 if t == "C" else 2):
+    if t in ("I", "Y", "C") and all(type(v) is str for v in o[1:]) and n == (3 if t == "C" else 2):
         if t == "I":
             return int(o[1], 16)
-        if t == "F":
-            return float.fromhex(o[1])
         if t == "C":
             return complex(float.fromhex(o[1]), float.fromhex(o[2]))
-        return o[1] if t == "S" else bytes.fromhex(o[1])
+        return bytes.fromhex(o[1])
     if t in _TAGS and n == 2 and type(o[1]) is list:
-        return _TAGS[t](decode(i, remote, depth + 1) for i in o[1])
+        return _TAGS[t]([i if type(i) in _BARE else decode(i, remote, depth + 1) for i in o[1]])
     if t == "D" and n == 2 and type(o[1]) is list:
         if not all(type(p) is list and len(p) == 2 for p in o[1]):
             raise ValueError("malformed dict from the solution")
@@ -76,6 +110,65 @@ def decode(o, remote, depth=0):
     if t == "R" and n == 2 and type(o[1]) is int:
         return remote(o[1])
     raise ValueError("malformed value from the solution")
+
+
+# ---- the judge's view of a solution object ---------------------------------------------------------------
+class Remote:
+    """A solution-side object the judge can call, index, iterate, print or take and set attributes of, never
+    compare (its ``==`` would be the solution's to decide): each operation is a request, ``srv.rpc``."""
+
+    __slots__ = ("_rid", "_srv")
+
+    def __init__(self, rid, srv):
+        object.__setattr__(self, "_rid", rid)
+        object.__setattr__(self, "_srv", srv)
+
+    def __call__(self, *args, **kwargs):
+        return self._srv.rpc(["call", self._rid, [self._srv.arg(a) for a in args],
+                              [[k, self._srv.arg(v)] for k, v in kwargs.items()]])
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._srv.rpc(["getattr", self._rid, name])
+
+    def __setattr__(self, name, value):  # tests building linked lists and trees: node.next = ListNode(2)
+        self._srv.rpc(["setattr", self._rid, name, self._srv.arg(value)])
+
+    def __getitem__(self, key):
+        return self._srv.rpc(["getitem", self._rid, self._srv.arg(key)])
+
+    def __setitem__(self, key, value):
+        self._srv.rpc(["setitem", self._rid, self._srv.arg(key), self._srv.arg(value)])
+
+    def __len__(self):
+        n = self._srv.rpc(["len", self._rid])
+        if type(n) is not int:
+            raise TypeError("len() of a solution object is not an int")
+        return n
+
+    def __iter__(self):
+        return iter(self._srv.rpc(["iter", self._rid]))
+
+    def __bool__(self):  # `assert solution_object` must not pass by default truthiness
+        raise TypeError("a solution object has no truth value; return plain data")
+
+    def __str__(self):
+        return self._text("str")
+
+    def __repr__(self):
+        return self._text("repr")
+
+    def _text(self, op):
+        """The object's own ``str``/``repr`` (tests compare them), or a placeholder where it cannot say."""
+        if not self._srv.broken and self._srv.proc is not None:
+            try:
+                text = self._srv.rpc([op, self._rid])
+                if type(text) is str:
+                    return text
+            except BaseException:  # the failed call left the process broken: the test fails for that
+                pass
+        return "<solution object #%d>" % self._rid
 
 
 # ---- framing --------------------------------------------------------------------------------------------
@@ -143,6 +236,8 @@ def _keep(refs):
 
 def _handle(req, refs):
     op, rid = req[0], req[1]
+    if op == "capture":  # what the solution printed since the last capture (pytest's capsys)
+        return _captured()
     target = refs[rid]
     if op == "call":
         args = [_arg(a, refs) for a in req[2]]
@@ -155,11 +250,83 @@ def _handle(req, refs):
         return len(target)
     if op == "iter":
         return list(target)
+    if op in ("str", "repr"):
+        return str.__str__((str if op == "str" else repr)(target))
+    if op == "setattr":
+        return setattr(target, req[2], _arg(req[3], refs))
+    if op == "setitem":
+        target[_arg(req[2], refs)] = _arg(req[3], refs)
+        return None
     raise ValueError("unknown request %r" % (op,))
 
 
 def _arg(o, refs):
     return decode(o, lambda i: refs[i])
+
+
+def error_reply(e):
+    """An exception as ``["err", name, message, nearest builtin base]``: a ``class BadInput(ValueError)``
+    still satisfies a test expecting ``ValueError``, and the message is ``str(e)`` unchanged."""
+    base = next((c.__name__ for c in type(e).__mro__ if getattr(builtins, c.__name__, None) is c), "Exception")
+    return ["err", type(e).__name__, str(e)[:500], base]
+
+
+def rebuild_error(resp):
+    """Judge side: a fresh builtin exception for an ``err`` reply (RuntimeError where no plain ``Exception``
+    subclass fits, so a solution cannot raise ``SystemExit`` or ``KeyboardInterrupt`` into the tests)."""
+    name, msg, base = resp[1], resp[2], resp[3] if len(resp) > 3 else resp[1]
+    exc = getattr(builtins, base, None)
+    if isinstance(exc, type) and issubclass(exc, Exception):
+        try:
+            return exc(msg)
+        except Exception:
+            pass  # e.g. UnicodeDecodeError, which needs five arguments
+    return RuntimeError("%s: %s" % (name, msg))
+
+
+class _Capped(io.RawIOBase):
+    """The solution's stdout or stderr: the first ``CAPTURE_CAP`` bytes since the last capture are kept."""
+
+    def __init__(self):
+        super().__init__()
+        self.data = bytearray()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        room = CAPTURE_CAP - len(self.data)
+        if room > 0:
+            self.data += bytes(b[:room])
+        return len(b)
+
+    def take(self):
+        out = self.data.decode("utf-8", "replace")
+        self.data.clear()
+        return out
+
+
+_streams = []
+
+
+def _captured():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    return tuple(s.take() for s in _streams) if _streams else ("", "")
+
+
+def _typing_builtins(src):
+    """LeetCode-style code annotates with ``List``, ``Optional``... unimported, as its graders allow: make
+    typing's names builtins (only for code that names one: importing typing costs a solution start 15 ms)."""
+    if _TYPING_NAMES.search(src):
+        import typing
+
+        for name in typing.__all__:
+            if not hasattr(builtins, name):
+                setattr(builtins, name, getattr(typing, name))
 
 
 def serve(path):
@@ -168,6 +335,9 @@ def serve(path):
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the solution's prints must not corrupt the protocol
         os.dup2(null, fd)
+    _streams[:] = [_Capped(), _Capped()]
+    sys.stdout, sys.stderr = (io.TextIOWrapper(s, encoding="utf-8", errors="replace", write_through=True)
+                              for s in _streams)
     sys.path.insert(0, os.path.dirname(path))
     sys.argv = [path]
     mod = types.ModuleType("solution")
@@ -175,12 +345,16 @@ def serve(path):
     sys.modules["solution"] = mod
     refs = []
     try:
-        with open(path) as f:
-            exec(compile(f.read(), path, "exec"), mod.__dict__)
-        names = {}
+        with open(path, encoding="utf-8") as f:
+            src = f.read()
+        _typing_builtins(src)
+        exec(compile(src, path, "exec"), mod.__dict__)
+        names, left, ref = {}, GLOBALS_BUDGET, _keep(refs)
         for k, v in list(mod.__dict__.items()):
             if not k.startswith("__"):
-                names[k] = encode(v, _keep(refs))
+                size = small(v, min(GLOBAL_BUDGET, left))
+                left -= max(size, 0)
+                names[k] = encode(v, ref) if size >= 0 else ["R", ref(v)]
     except BaseException as e:
         send(wfd, ["load_error", type(e).__name__, str(e)[:500]])
         os._exit(0)
@@ -193,7 +367,7 @@ def serve(path):
         try:
             resp = ["ok", encode(_handle(req, refs), _keep(refs))]
         except BaseException as e:
-            resp = ["err", type(e).__name__, str(e)[:500]]
+            resp = error_reply(e)
         send(wfd, resp)
 
 

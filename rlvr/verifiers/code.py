@@ -3,32 +3,61 @@
 **The code** is the last fenced block tagged ``python`` / ``py`` / ``python3`` in the completion, else the
 last untagged fenced block, else the whole completion.
 
-**The tests** live in ``example.meta["tests"]``, in one of these forms (a JSON string of any of them works too):
+**The tests** live in ``example.meta["tests"]`` (a JSON string of any form works too; compressed or pickled
+dataset fields must be decoded first). Which form, and what one test is (parsed in ``code_tests.py``, never
+run on the host, so the count is fixed before the solution runs):
 
-- assert lines, each one test: ``["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]``, or
-  ``{"asserts": [...], "setup": "import math"}`` (setup is test-side code run before the tests);
-- test code (a string, or ``{"code": ...}``): every top-level ``test_*`` function is one test and the rest
-  of the module is setup; without ``test_*`` functions, every top-level ``assert`` is one test and the other
-  statements are setup; HumanEval style ``def check(candidate)`` with ``meta["entry_point"]`` (or
-  ``{"code": ..., "entry_point": "add"}``) is one test, ``check(add)``;
-- stdin/stdout cases: ``[{"input": "1 2\\n", "output": "3\\n"}, ...]`` or ``{"stdio": [...], "compare":
-  "lines" | "tokens" | "exact"}``. The program's stdout is compared on the host, by default line by line
-  with trailing whitespace and trailing blank lines ignored; a non-zero exit or a timeout fails the case.
+- *test code*, a string or ``{"code": ...}`` / ``{"test": ...}``, the rest of the module being setup:
+  ``unittest.TestCase`` subclasses: each ``test*`` method (inherited ones in the file too) is a test, run by
+  unittest itself (``setUp``/``setUpClass``, ``subTest``, ``expectedFailure``); pytest style: each top-level
+  ``test*`` function and each ``test*`` method of a ``Test*`` class without ``__init__`` is a test, and each
+  ``@pytest.mark.parametrize`` set a test of its own when its list is written out (else one test runs them
+  all), with module-level ``@pytest.fixture`` functions (yield or return, autouse), ``capsys``, ``tmp_path``,
+  ``pytest.raises`` / ``approx`` / ``param`` / ``skip`` / ``warns``; without either, HumanEval's ``def
+  check(candidate)`` with the entry point (``meta["entry_point"]``, or ``{"code": ..., "entry_point":
+  "add"}``) is one test, run as ``check(<the solution's add>)``; otherwise each top-level ``assert`` is a
+  test. A top-level ``unittest.main()`` / ``pytest.main()`` is dropped; a skipped test is a failure (it
+  verified nothing).
+- *assert lists* (MBPP), each line a test: ``["assert add(1, 2) == 3", ...]``, ``{"asserts": [...],
+  "setup": "import math"}`` or MBPP's own ``{"test_list": [...], "test_setup_code": ..., "test_imports":
+  [...]}``.
+- *call cases*, each one call of the function named by ``meta["entry_point"]`` / ``"fn_name"`` /
+  ``"func_name"`` (or LiveCodeBench's ``meta["metadata"]["func_name"]``), as a method of ``Solution()``
+  when the solution has that class: LiveCodeBench ``[{"input": "[1, 2]\\n3", "output": "[1, 2, 3]",
+  "testtype": "functional"}, ...]`` (one JSON argument per input line) and APPS ``{"fn_name": "f", "inputs":
+  [[args...], ...], "outputs": [...]}`` (an output may be wrapped in a one-item list). The result is compared
+  as JSON: tuples equal lists, ints equal floats, bools and None only themselves.
+- *stdin/stdout cases*: ``[{"input": "1 2\\n", "output": "3\\n"}, ...]`` (LiveCodeBench ``"testtype":
+  "stdin"`` too), ``{"stdio": [...], "compare": "lines" | "tokens" | "exact"}``, APPS ``{"inputs": [...],
+  "outputs": [...]}`` (or a whole APPS row, ``{"input_output": ...}``) and CodeContests ``{"input": [...],
+  "output": [...]}`` (or a whole row: its ``public_tests``, ``private_tests`` and ``generated_tests``). The
+  program's stdout is compared on the host, by default line by line with trailing whitespace and trailing
+  blank lines ignored; a non-zero exit or a timeout fails the case.
 
 Test code names the solution's functions and classes directly (``add(1, 2)``, ``Solution().two_sum(...)``)
 or imports them (``from solution import add``). It runs in the judge process, the solution in another
 (see ``rlvr/sandbox/judge.py``): only plain data (numbers, strings, bytes, lists, tuples, dicts, sets, None)
-crosses between them, ``==`` / ``!=`` compare type-strictly unless ``strict_types=False``, and the judge
-reports through an HMAC-authenticated channel ending with the run's nonce. A missing or tampered report, a
-solution that fails to load, zero tests, and an early ``exit(0)`` all score 0.
+crosses between them, ``==`` / ``!=`` (and unittest's ``assertEqual``) compare type-strictly unless
+``strict_types=False`` (an object the test made, such as ``pytest.approx`` or a ``Counter``, compares by its
+own ``==``), and the judge reports through an HMAC-authenticated channel ending with the run's nonce. A
+missing or tampered report, a solution that fails to load, zero tests, and an early ``exit(0)`` all score 0;
+every 0 says why in ``info["reason"]`` and ``info["failures"]`` names the failing tests.
+
+Time: each test (each stdio case: the whole program) gets ``timeout_s``; loading the solution's top-level
+code and the test setup gets ``load_timeout_s`` of its own (call tests); the run as a whole ``max_wall_s``,
+and tests the judge can no longer start in time fail as "not run" while the others keep their results.
 
 What the call protocol implies for test authors: a solution object that is not plain data (a generator, an
-instance) reaches the tests as a handle that can be called, indexed, iterated (materialised as a list), asked
-for ``len`` or attributes, but has no truth value and equals only itself; tests can pass the solution plain
-data and such handles, not lambdas; a solution name that shadows a builtin (``abs``, ``len``, ``sorted``...)
-is bound in the tests only when imported explicitly (``from solution import sorted``), so a solution cannot
-redefine the helpers the tests check with. Solutions see the standard library only unless
-``python_site=True``.
+instance, or a module global bigger than 64k items) reaches the tests as a handle that can be called,
+indexed, iterated (materialised as a list), printed (its own ``str`` / ``repr``), asked for ``len``, given
+and asked for attributes and items (``node.next = ListNode(2)``), but has no truth value and equals only
+itself; tests can pass the solution plain data and such handles, not lambdas; a solution name that shadows
+a builtin (``abs``, ``len``, ``sorted``...) is bound in the tests only when imported explicitly (``from
+solution import sorted``), so a solution cannot redefine the helpers the tests check with. Solutions see
+the standard library only unless ``python_site=True`` (and ``typing``'s names unimported, as LeetCode-style
+graders allow); tests always see the standard library only (``pytest`` is a stand-in). What the solution
+prints reaches ``capsys``; tests that patch ``sys.stdout``, ``input`` or other globals with ``unittest.mock``
+patch the judge's process, not the solution's, and fail.
 
 **Reward.** ``mode="all"`` (default): 1 only when every test passes. ``mode="fraction"``: the fraction that
 pass. ``example.answer`` is a reference solution (``validate`` checks that it scores 1).
@@ -36,13 +65,11 @@ pass. ``example.answer`` is a reference solution (``validate`` checks that it sc
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import hmac
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,18 +77,22 @@ from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.sandbox import Limits, LocalSandbox, MiB, Program, Sandbox, default_sandbox
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
+from rlvr.verifiers.code_tests import TestSpec, parse_tests
 
 __all__ = ["CodeParams", "CodeVerifier", "TestSpec", "extract_code", "parse_tests"]
 
 _SANDBOX_DIR = Path(__file__).resolve().parent.parent / "sandbox"
 _JUDGE_SRC = (_SANDBOX_DIR / "judge.py").read_text()
-_RPC_SRC = (_SANDBOX_DIR / "rpc.py").read_text()
+_HELPERS = {"rlvr_sandbox_rpc.py": "rpc.py", "rlvr_sandbox_forms.py": "forms.py",
+            "rlvr_sandbox_pytest.py": "pytest_shim.py"}  # shipped next to the judge in /box, under these names
+_HELPER_SRC = {box: (_SANDBOX_DIR / src).read_text() for box, src in _HELPERS.items()}
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 
 
 class CodeParams(Params):
     mode: Literal["all", "fraction"] = "all"
-    timeout_s: float = 5.0  # per test (per stdio case), and for loading the solution
+    timeout_s: float = 5.0  # per test (per stdio case: the whole program)
+    load_timeout_s: float = 20.0  # loading the solution (its top-level code) and the test setup, for call tests
     max_wall_s: float = 120.0  # the whole run
     memory_mb: int = 512
     max_procs: int = 64
@@ -79,68 +110,6 @@ def extract_code(text: str) -> str:
         if found:
             return found[-1]
     return text
-
-
-@dataclass
-class TestSpec:
-    """Normalised tests: ``call`` (setup code + one snippet per test) or ``stdio`` (input, expected)."""
-
-    kind: Literal["call", "stdio"]
-    setup: str = ""
-    tests: list[dict[str, str]] = field(default_factory=list)
-    cases: list[tuple[str, str]] = field(default_factory=list)
-    compare: str | None = None
-
-    def __len__(self) -> int:
-        return len(self.tests) if self.kind == "call" else len(self.cases)
-
-
-def _from_code(code: str, entry_point: str | None) -> TestSpec:
-    tree = ast.parse(code)
-    funcs = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    tests = [n for n in funcs if n.startswith("test")]
-    if tests:
-        return TestSpec("call", code, [{"name": n, "code": f"{n}()"} for n in tests])
-    if "check" in funcs and entry_point:
-        return TestSpec("call", code, [{"name": "check", "code": f"check({entry_point})"}])
-    setup = [ast.get_source_segment(code, n) or "" for n in tree.body if not isinstance(n, ast.Assert)]
-    asserts = [ast.get_source_segment(code, n) or "" for n in tree.body if isinstance(n, ast.Assert)]
-    return TestSpec("call", "\n".join(setup), [{"name": f"assert {i}", "code": a} for i, a in enumerate(asserts)])
-
-
-def _stdio(cases: list, compare: str | None) -> TestSpec:
-    out = []
-    for c in cases:
-        if not isinstance(c, dict) or not isinstance(c.get("input", ""), str) or not isinstance(c.get("output"), str):
-            raise ValueError("stdio cases need string 'input' and 'output'")
-        out.append((c.get("input", ""), c["output"]))
-    return TestSpec("stdio", cases=out, compare=compare)
-
-
-def parse_tests(tests: Any, entry_point: str | None = None) -> TestSpec:
-    """``meta["tests"]`` in any documented form -> :class:`TestSpec` (ValueError when malformed)."""
-    if isinstance(tests, str) and tests.lstrip()[:1] in ("[", "{"):
-        try:
-            tests = json.loads(tests)
-        except json.JSONDecodeError:
-            pass  # Python code that happens to start with a bracket
-    if isinstance(tests, str):
-        return _from_code(tests, entry_point)
-    if isinstance(tests, dict):
-        if "stdio" in tests:
-            return _stdio(tests["stdio"], tests.get("compare"))
-        if "asserts" in tests:
-            spec = parse_tests(list(tests["asserts"]))
-            spec.setup = tests.get("setup", "")
-            return spec
-        if "code" in tests:
-            return _from_code(tests["code"], tests.get("entry_point", entry_point))
-        raise ValueError(f"unknown tests dict keys {sorted(tests)}")
-    if isinstance(tests, list) and all(isinstance(t, str) for t in tests):
-        return TestSpec("call", "", [{"name": f"assert {i}", "code": t} for i, t in enumerate(tests)])
-    if isinstance(tests, list) and all(isinstance(t, dict) for t in tests):
-        return _stdio(tests, None)
-    raise ValueError(f"unsupported tests of type {type(tests).__name__}")
 
 
 def _same_output(got: str, want: str, how: str) -> bool:
@@ -192,7 +161,7 @@ class CodeVerifier(BaseVerifier):
 
     def _limits(self, spec: TestSpec) -> Limits:
         p = self.params
-        wall = min(p.max_wall_s, 5.0 + (len(spec) + 1) * (p.timeout_s + 0.5))
+        wall = min(p.max_wall_s, 5.0 + (len(spec) + 1) * (p.timeout_s + 0.5) + 2 * p.load_timeout_s)
         # the report carries each stdio case's output (JSON-escaped: up to 6 bytes a byte) plus a line a test
         report = 1 * MiB + sum(6 * _case_cap(want) for _, want in spec.cases)
         return Limits(wall_s=wall, cpu_s=int(wall) + 1, memory_bytes=p.memory_mb * MiB,
@@ -200,8 +169,10 @@ class CodeVerifier(BaseVerifier):
                       channel_bytes=report)
 
     def _job(self, spec: TestSpec, secret: bytes, nonce: str) -> dict:
-        job = {"secret": secret.hex(), "nonce": nonce, "kind": spec.kind, "timeout": self.params.timeout_s,
-               "strict": self.params.strict_types, "site": self.params.python_site}
+        p, wall = self.params, self._limits(spec).wall_s
+        job = {"secret": secret.hex(), "nonce": nonce, "kind": spec.kind, "timeout": p.timeout_s,
+               "load_timeout": p.load_timeout_s, "strict": p.strict_types, "site": p.python_site,
+               "budget": max(wall - 3.0, wall / 2)}  # the judge stops starting tests in time to report
         if spec.kind == "call":
             job.update(setup=spec.setup, tests=spec.tests)
         else:  # expected outputs stay here: the sandbox only learns how much output to keep
@@ -213,13 +184,13 @@ class CodeVerifier(BaseVerifier):
         if not code.strip():
             return _zero("no code in completion")
         try:
-            spec = parse_tests(example.meta.get("tests"), example.meta.get("entry_point"))
-        except (ValueError, SyntaxError) as e:
+            spec = parse_tests(example.meta.get("tests"), _entry_point(example.meta))
+        except (ValueError, SyntaxError, RecursionError) as e:
             return _zero(f"bad tests in example meta: {e}")
         if len(spec) == 0:
             return _zero("no tests: an empty suite is never a pass")
         secret, nonce = os.urandom(32), os.urandom(16).hex()
-        program = Program(_JUDGE_SRC, files={"solution.py": code, "rlvr_sandbox_rpc.py": _RPC_SRC},
+        program = Program(_JUDGE_SRC, files={"solution.py": code, **_HELPER_SRC},
                           stdin=json.dumps(self._job(spec, secret, nonce)).encode(), channel=True,
                           nondumpable=True, python_site=self.params.python_site)
         res = self.sandbox.run(program, self._limits(spec))
@@ -234,16 +205,20 @@ class CodeVerifier(BaseVerifier):
             return _zero(f"judge report rejected: {e}", info)
         if spec.kind == "call":
             results = [(bool(r.get("ok") is True), str(r.get("why", ""))) for r in recs]
+            names = [str(t.get("name", i)) for i, t in enumerate(spec.tests)]
         else:
             how = spec.compare or self.params.compare
             results = [_case_result(r, want, how) for r, (_, want) in zip(recs, spec.cases)]
-        return self._reward(results, info)
+            names = [f"case {i}" for i in range(len(results))]
+        return self._reward(results, names, info)
 
-    def _reward(self, results: list[tuple[bool, str]], info: dict[str, Any]) -> Score:
+    def _reward(self, results: list[tuple[bool, str]], names: list[str], info: dict[str, Any]) -> Score:
         passed = sum(ok for ok, _ in results)
         frac = passed / len(results)
-        info.update(passed=passed, total=len(results),
-                    failures=[f"test {i}: {why}" for i, (ok, why) in enumerate(results) if not ok][:5])
+        failures = [f"{name}: {why or 'failed'}" for name, (ok, why) in zip(names, results) if not ok]
+        info.update(passed=passed, total=len(results), failures=failures[:5])
+        if failures:
+            info["reason"] = f"{len(failures)} of {len(results)} tests failed; first: {failures[0]}"
         reward = frac if self.params.mode == "fraction" else float(passed == len(results))
         return Score(reward, {"correct": float(passed == len(results)), "pass_fraction": frac}, info)
 
@@ -253,11 +228,31 @@ class CodeVerifier(BaseVerifier):
         echo = Example("code-sum", "Print the sum of two integers on one line.",
                        "print(sum(map(int, input().split())))", task="code",
                        meta={"tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "5 -7\n", "output": "-2\n"}]})
+        unit = Example("code-unittest", "Write add(a, b).", add.answer, task="code",
+                       meta={"tests": "import unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n"
+                                      "        self.assertEqual(add(2, 3), 5)\n"})
         return [(add, "Here:\n```python\ndef add(a, b):\n    return a + b\n```", 1.0),
+                (unit, unit.answer, 1.0),
+                (unit, "def add(a, b):\n    return a * b\n", 0.0),
                 (add, "```python\ndef add(a, b):\n    return a - b\n```", 0.0),
                 (add, "```python\nimport os\nos._exit(0)\n```", 0.0),
                 (echo, echo.answer, 1.0),
                 (echo, "print(3)", 0.0)]
+
+
+def _entry_point(meta: dict) -> str | None:
+    """The function the tests call: HumanEval ``entry_point``, APPS ``fn_name``, LiveCodeBench ``func_name``
+    (also inside its JSON ``metadata``)."""
+    for key in ("entry_point", "fn_name", "func_name"):
+        if isinstance(meta.get(key), str) and meta[key]:
+            return meta[key]
+    extra = meta.get("metadata")
+    if isinstance(extra, str):
+        try:
+            extra = json.loads(extra)
+        except json.JSONDecodeError:
+            return None
+    return extra.get("func_name") if isinstance(extra, dict) and isinstance(extra.get("func_name"), str) else None
 
 
 def _case_cap(expected: str) -> int:
