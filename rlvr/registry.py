@@ -47,6 +47,7 @@ class Entry(Generic[F]):
     needs: frozenset[str] = frozenset()
     active: Active | None = None
     traits: frozenset[str] = frozenset()
+    provides: frozenset[str] = frozenset()
 
 
 class Registry(Generic[F]):
@@ -58,7 +59,8 @@ class Registry(Generic[F]):
 
     def register(self, name: str, params: type[Params] = Params, check: Check | None = None,
                  state: StateFactory | None = None, needs: tuple[str, ...] | frozenset[str] = (),
-                 active: Active | None = None, traits: tuple[str, ...] | frozenset[str] = ()) -> Callable[[F], F]:
+                 active: Active | None = None, traits: tuple[str, ...] | frozenset[str] = (),
+                 provides: tuple[str, ...] | frozenset[str] = ()) -> Callable[[F], F]:
         """Decorator registering ``fn`` under ``name``; a second registration of a name fails.
 
         ``check(run_config, params)`` returns the reasons this component cannot work with the rest of a run's
@@ -71,6 +73,8 @@ class Registry(Generic[F]):
         (a weight schedule that reached 0): the trainer then skips it and the extra passes it needs.
         ``traits`` names behaviour the component asks of the trainer rather than tensors it reads (an
         objective that keeps groups whole, reduces its own loss, or clips through the clip rule).
+        ``provides`` names the score components a component writes for others to read (the AERO allocator's
+        ``prior_pass_rate``, read by the AERO advantage): the channel between them is part of the contract.
         """
 
         def deco(fn: F) -> F:
@@ -81,7 +85,7 @@ class Registry(Generic[F]):
                 raise RegistryError(f"{self.kind} {name!r}: {sorted(both)} cannot be both a need and a trait")
             doc = (fn.__doc__ or "").strip().splitlines()
             self._entries[name] = Entry(name, fn, params, doc[0] if doc else "", check, state, frozenset(needs),
-                                        active, frozenset(traits))
+                                        active, frozenset(traits), frozenset(provides))
             return fn
 
         return deco

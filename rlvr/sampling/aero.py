@@ -123,7 +123,7 @@ def _check(run_cfg, p: AEROParams) -> list[str]:
     return out
 
 
-@ALLOCATORS.register("aero", AEROParams, check=_check)
+@ALLOCATORS.register("aero", AEROParams, check=_check, provides=("prior_pass_rate",))
 def aero(ctx: AllocatorContext, p: AEROParams) -> AEROAllocator:
     """AERO: explore, rescue zero-accuracy prompts in small increments, reject surplus incorrect completions."""
     return AEROAllocator(p, ctx.group_size, ctx.seed)

@@ -25,8 +25,14 @@ __all__ = ["aero_advantage"]
 
 
 def _needs_aero_budget(cfg, p) -> list[str]:
-    if cfg.data.budget.name != "aero":
-        return [f"needs data.budget: aero (which keeps the per-prompt posterior), not {cfg.data.budget.name!r}"]
+    """The ``prior_pass_rate`` score component must come from the configured allocator (declared there with
+    ``provides=``); AERO's allocator, which keeps the per-prompt posterior, is the one that writes it."""
+    from rlvr.sampling.base import ALLOCATORS
+
+    if "prior_pass_rate" not in ALLOCATORS.get(cfg.data.budget.name).provides:
+        writers = [n for n in ALLOCATORS.names() if "prior_pass_rate" in ALLOCATORS.get(n).provides]
+        return [f"needs data.budget: {' or '.join(writers)} (which keeps the per-prompt posterior and provides "
+                f"the prior_pass_rate score component), not {cfg.data.budget.name!r}"]
     return []
 
 
