@@ -165,7 +165,7 @@ def test_rendering_robust_accuracy_matches_defab_on_its_own_renderings():
     """DeFAb examples in all four renderings: eval's robust accuracy equals DeFAb's rendering_robust_accuracy."""
     from rlvr.defab import STYLES, rendering_robust_accuracy
     from rlvr.defab.generate import generate
-    from rlvr.defab.task import DefabVerifier, instance_example
+    from rlvr.tasks.defab import DefabVerifier, instance_example
 
     insts = generate(1, 3, 0, kb="animals", strategy="random")
     exs, script, pairs = [], {}, []

@@ -26,13 +26,6 @@ PACKAGE = ROOT / "rlvr"
 README = ROOT / "README.md"
 MAX_LINES = 400
 SIZE_EXCEPTIONS: dict[str, str] = {}  # "rlvr/x.py" -> why it may exceed MAX_LINES (none today)
-# Cycles allowed, each a set of modules and the reason. rlvr/tasks/__init__.py imports rlvr.defab.task to
-# register the defab task, and that module imports rlvr.tasks.base, which runs rlvr/tasks/__init__.py:
-# importing rlvr.defab.task first re-enters it half-initialised, harmless only because the package binds
-# the module and reads nothing from it. Moving the adapter into rlvr/tasks/ removes the cycle.
-ALLOWED_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"rlvr.tasks", "rlvr.defab.task"}): "tasks/__init__ registers the defab adapter (see above)",
-}
 
 
 @dataclass(frozen=True)
@@ -148,7 +141,7 @@ def cycles(edges: list[Import], modules: set[str]) -> list[list[str]]:
 
 
 def readme_layers(text: str) -> list[list[str]]:
-    """The README's layer list, lowest first: one list of names (``core``, ``defab.task``) per layer."""
+    """The README's layer list, lowest first: one list of names (``core``, ``config_errors``) per layer."""
     block = re.search(r"<!-- layers: lowest first -->\n(.*?)<!-- /layers -->", text, re.S)
     assert block, "README.md lost its layer list (<!-- layers: lowest first --> ... <!-- /layers -->)"
     layers = []
@@ -200,15 +193,8 @@ def test_imports_follow_the_layer_order():
 
 
 def test_no_import_cycles():
-    edges = import_graph(PACKAGE)
-    found = [c for c in cycles(edges, set(module_names(PACKAGE))) if frozenset(c) not in ALLOWED_CYCLES]
+    found = cycles(import_graph(PACKAGE), set(module_names(PACKAGE)))
     assert not found, f"import cycles: {found}"
-
-
-def test_allowed_cycles_still_exist():
-    """An allowed cycle that is gone must leave the list, so the list cannot hide a new one later."""
-    found = {frozenset(c) for c in cycles(import_graph(PACKAGE), set(module_names(PACKAGE)))}
-    assert set(ALLOWED_CYCLES) <= found, f"remove from ALLOWED_CYCLES: {set(ALLOWED_CYCLES) - found}"
 
 
 def test_module_size_budget():

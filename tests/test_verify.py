@@ -5,7 +5,7 @@ import json
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.verify import verify_file
+from rlvr.cli.verify import verify_file
 
 
 def _write(path, lines):

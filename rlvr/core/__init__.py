@@ -17,7 +17,7 @@ __all__ = [
 
 def __getattr__(name: str):
     # rlvr.core.batch needs torch; importing it only on use keeps torch out of code that needs only the
-    # plain types (rlvr.verify, the tasks and verifiers), so `rlvr verify` can start fast.
+    # plain types (rlvr.cli.verify, the tasks and verifiers), so `rlvr verify` can start fast.
     if name in ("RolloutBatch", "build_batch"):
         from rlvr.core import batch
 

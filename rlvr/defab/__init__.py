@@ -14,8 +14,9 @@ ACM TOCL 2001) computed in linear time (Maher, TPLP 2001).
 - :mod:`~rlvr.defab.kb` — knowledge bases (shipped ``kb/*.tsv`` and users' files);
   :mod:`~rlvr.defab.generate` — Levels 1–3 instances; :mod:`~rlvr.defab.distract` — distractors;
   :mod:`~rlvr.defab.nonsense` — made-up vocabulary; :mod:`~rlvr.defab.render` — renderings M1–M4,
-  decoders, rendering-robust score; :mod:`~rlvr.defab.task` — the ``defab`` task and verifier (import it
-  to register them; it is not imported here so that the engine does not depend on the task layer).
+  decoders, rendering-robust score.
+
+The ``defab`` task and verifier built on these live with the other tasks, in :mod:`rlvr.tasks.defab`.
 """
 
 from rlvr.defab.checks import InstanceError, LanguageBias, Strength

@@ -23,8 +23,9 @@ import torch
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.rollout.base import encode_prompt
+from rlvr.rollout.wrappers import ENGINE_WRAPPERS
 
-__all__ = ["GuidedCompletion", "GuidedEngine", "guided_rows", "guided_count", "guided_example"]
+__all__ = ["GuidedCompletion", "GuidedEngine", "guided_rows", "guided_count", "guided_example", "build_guidance"]
 
 
 @dataclass
@@ -104,3 +105,10 @@ class GuidedEngine:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         return None
+
+
+@ENGINE_WRAPPERS.register("guidance", order=100)
+def build_guidance(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> GuidedEngine | None:
+    """Guided prompts for ``rollout.guidance.fraction`` of each group (inside parameter noise)."""
+    g = rollout_cfg.guidance
+    return GuidedEngine(engine, tokenizer, g.fraction, g.hint, chat_template) if g.fraction > 0 else None

@@ -36,8 +36,9 @@ from typing import Any, Sequence
 import torch
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.rollout.wrappers import ENGINE_WRAPPERS, base_engine
 
-__all__ = ["ParamNoiseEngine", "NoiseSchedule", "perturbed", "diversity", "certainty"]
+__all__ = ["ParamNoiseEngine", "NoiseSchedule", "perturbed", "diversity", "certainty", "build_param_noise"]
 
 
 def diversity(requests: Sequence[GenerationRequest], completions: Sequence[Completion]) -> float | None:
@@ -147,3 +148,16 @@ class ParamNoiseEngine:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
             self.schedule.load_state_dict(state)
+
+
+@ENGINE_WRAPPERS.register("param_noise", order=200)
+def build_param_noise(engine: Any, model, tokenizer, rollout_cfg,
+                      chat_template: bool = False) -> ParamNoiseEngine | None:
+    """Parameter-space noise on every generation call when ``rollout.param_noise.sigma`` > 0 (outermost)."""
+    pn = rollout_cfg.param_noise
+    if pn.sigma <= 0:
+        return None
+    if getattr(base_engine(engine), "model", None) is not model:
+        raise ValueError("rollout.param_noise perturbs the trainer's module in place, so it needs an engine "
+                         f"that generates with it (hf); {rollout_cfg.engine!r} does not")
+    return ParamNoiseEngine(engine, model, pn)

@@ -1,42 +1,106 @@
-"""Rollout-engine wrappers chosen by the config, and their state and metrics.
+"""Rollout-engine wrappers: a registry of them, and their state and metrics.
 
 Training rollouts may go through wrappers around the engine: guided prompts for a fraction of each group
 (``rollout.guidance``, :mod:`rlvr.rollout.guidance`) and parameter-space noise (``rollout.param_noise``,
-:mod:`rlvr.rollout.param_noise`). Evaluation always uses the unwrapped engine (:func:`base_engine`). A
-wrapper has ``inner`` (the engine it wraps), ``name``, ``state_dict`` / ``load_state_dict`` (saved with
-the run's checkpoints under ``engine``) and ``metrics()`` (reported as ``engine/<key>``).
+:mod:`rlvr.rollout.param_noise`). Each wrapper registers a builder in :data:`ENGINE_WRAPPERS` with an
+``order``; :func:`wrap_engine` calls the builders from the lowest order up, each on the engine built so far,
+so a lower order wraps closer to the engine (guidance inside, parameter noise outside). A builder,
+``build(engine, model, tokenizer, rollout_cfg, chat_template)``, decides from its own section of the rollout
+config whether it applies and returns the wrapper, or ``None`` to leave the engine as it is.
+
+A wrapper is anything with ``inner`` (the engine it wraps) and ``name`` (its registered name)
+(:class:`EngineWrapper`). Optionally it has ``state_dict`` / ``load_state_dict`` (saved with the run's
+checkpoints under ``engine``, keyed by ``name``) and ``metrics()`` (reported as ``engine/<key>``).
+Evaluation always uses the unwrapped engine (:func:`base_engine`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
 
-from rlvr.rollout.guidance import GuidedEngine
-from rlvr.rollout.param_noise import ParamNoiseEngine
+__all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
+           "base_engine", "engine_state", "load_engine_state", "engine_metrics"]
 
-__all__ = ["wrap_engine", "base_engine", "engine_state", "load_engine_state", "engine_metrics"]
+# (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
+Build = Callable[[Any, Any, Any, Any, bool], Any]
+
+
+@runtime_checkable
+class EngineWrapper(Protocol):
+    """What makes an engine a wrapper: the engine it wraps and its registered name."""
+
+    inner: Any
+    name: str
+
+
+@dataclass(frozen=True)
+class WrapperEntry:
+    name: str
+    order: int
+    build: Build
+    summary: str
+
+
+class WrapperRegistry:
+    """Engine wrappers by name, applied in ``order`` (lowest first, so innermost)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, WrapperEntry] = {}
+
+    def register(self, name: str, order: int) -> Callable[[Build], Build]:
+        """Decorator registering ``build`` as the builder of wrapper ``name``; a second registration of a
+        name or of an order fails (the order of two wrappers must never depend on registration order)."""
+
+        def deco(build: Build) -> Build:
+            if name in self._entries:
+                raise ValueError(f"engine wrapper {name!r} is already registered")
+            same = [e.name for e in self._entries.values() if e.order == order]
+            if same:
+                raise ValueError(f"engine wrapper {name!r}: order {order} is taken by {same[0]!r}")
+            doc = (build.__doc__ or "").strip().splitlines()
+            self._entries[name] = WrapperEntry(name, order, build, doc[0] if doc else "")
+            return build
+
+        return deco
+
+    def unregister(self, name: str) -> None:
+        """Remove wrapper ``name`` (a plugin replacing it, or a test that registered one)."""
+        del self._entries[name]
+
+    def in_order(self) -> list[WrapperEntry]:
+        return sorted(self._entries.values(), key=lambda e: e.order)
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.in_order()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+ENGINE_WRAPPERS = WrapperRegistry()
 
 
 def wrap_engine(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> Any:
-    """``engine`` wrapped as ``rollout_cfg`` asks (guidance inside, parameter noise outside), or as is."""
-    g = rollout_cfg.guidance
-    if g.fraction > 0:
-        engine = GuidedEngine(engine, tokenizer, g.fraction, g.hint, chat_template)
-    pn = rollout_cfg.param_noise
-    if pn.sigma > 0:
-        if getattr(base_engine(engine), "model", None) is not model:
-            raise ValueError("rollout.param_noise perturbs the trainer's module in place, so it needs an engine "
-                             f"that generates with it (hf); {rollout_cfg.engine!r} does not")
-        engine = ParamNoiseEngine(engine, model, pn)
+    """``engine`` inside every registered wrapper whose builder applies to ``rollout_cfg``, or as is."""
+    for entry in ENGINE_WRAPPERS.in_order():
+        wrapped = entry.build(engine, model, tokenizer, rollout_cfg, chat_template)
+        if wrapped is None:
+            continue
+        if not isinstance(wrapped, EngineWrapper) or wrapped.inner is not engine or wrapped.name != entry.name:
+            raise TypeError(f"engine wrapper {entry.name!r} must return an object with inner (the engine it was "
+                            f"given) and name {entry.name!r}, or None; got {type(wrapped).__name__}")
+        engine = wrapped
     return engine
 
 
-_WRAPPERS = (GuidedEngine, ParamNoiseEngine)
-
-
-def _chain(engine: Any) -> list[Any]:
+def wrapper_chain(engine: Any) -> list[Any]:
+    """The wrappers around the engine, outermost first."""
     out = []
-    while isinstance(engine, _WRAPPERS):
+    while isinstance(engine, EngineWrapper):
         out.append(engine)
         engine = engine.inner
     return out
@@ -44,22 +108,25 @@ def _chain(engine: Any) -> list[Any]:
 
 def base_engine(engine: Any) -> Any:
     """The engine under every wrapper (what evaluation uses)."""
-    while isinstance(engine, _WRAPPERS):
+    while isinstance(engine, EngineWrapper):
         engine = engine.inner
     return engine
 
 
 def engine_state(engine: Any) -> dict[str, Any]:
-    return {w.name: w.state_dict() for w in _chain(engine)}
+    """``{wrapper name: its state}`` for every wrapper that keeps state."""
+    return {w.name: w.state_dict() for w in wrapper_chain(engine) if hasattr(w, "state_dict")}
 
 
 def load_engine_state(engine: Any, state: dict[str, Any]) -> None:
-    for w in _chain(engine):
-        w.load_state_dict(state.get(w.name, {}))
+    for w in wrapper_chain(engine):
+        if hasattr(w, "load_state_dict"):
+            w.load_state_dict(state.get(w.name, {}))
 
 
 def engine_metrics(engine: Any) -> dict[str, float]:
     out: dict[str, float] = {}
-    for w in _chain(engine):
-        out.update({f"engine/{k}": float(v) for k, v in w.metrics().items()})
+    for w in wrapper_chain(engine):
+        if hasattr(w, "metrics"):
+            out.update({f"engine/{k}": float(v) for k, v in w.metrics().items()})
     return out

@@ -1,7 +1,6 @@
 """Tasks: examples in splits and the verifiers that score them."""
 
-from rlvr.tasks import arithmetic, dataset, gym, math_data, mixture, rubric_task  # noqa: F401  (registration)
-from rlvr.defab import task as _defab_task  # noqa: F401  (registers task and verifier "defab")
+from rlvr.tasks import arithmetic, dataset, defab, gym, math_data, mixture, rubric_task  # noqa: F401  (registration)
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.tasks.dataset import DataError, read_examples, read_jsonl_examples
 

@@ -1,9 +1,9 @@
-"""The `defab derive` sub-command, mounted the way rlvr/cli.py should mount it."""
+"""The `defab derive` sub-command, mounted as rlvr/cli/commands.py mounts it."""
 
 import typer
 from typer.testing import CliRunner
 
-from rlvr.defab.cli import app as defab_app
+from rlvr.cli.defab import app as defab_app
 
 from .test_engine import TWEETY
 

@@ -7,7 +7,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rlvr.defab.cli import app as defab_app
+from rlvr.cli.defab import app as defab_app
 from rlvr.defab.engine import derive
 from rlvr.defab.generate import Instance, generate, load_instances
 from rlvr.defab.kb import BUILTIN_KBS, KBError, load_kb, parse_kb

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from rlvr.defab.checks import classify_strength, graded_score, protected_expectations, well_formedness, LanguageBias
-from rlvr.defab.cli import app as defab_app
+from rlvr.cli.defab import app as defab_app
 from rlvr.defab.generate import Instance, exception_gold, generate, load_instances
 from rlvr.defab.ground import ground
 from rlvr.defab.kb import BUILTIN_KBS

@@ -6,7 +6,7 @@ from rlvr.core.types import Example
 from rlvr.defab.generate import generate
 from rlvr.defab.render import (STYLES, answer_text, decode, extract_answer, render_prompt, render_theory,
                                rendering_robust_accuracy, robust_score, score_completion)
-from rlvr.defab.task import DefabParams, DefabVerifier, defab_task, instance_example
+from rlvr.tasks.defab import DefabParams, DefabVerifier, defab_task, instance_example
 from rlvr.tasks.base import TASKS
 from rlvr.verifiers.base import VERIFIERS, build_verifier
 

@@ -1,7 +1,7 @@
 """Generated reference docs: every config field and every registered component, as Markdown.
 
-``rlvr config --reference`` prints it; the README's config reference is this output, and a test keeps
-the two in step.
+``rlvr config --reference`` prints it; the README's config reference is this output
+(``python -m rlvr.cli.docs README.md`` rewrites it), and a test keeps the two in step.
 """
 
 from __future__ import annotations

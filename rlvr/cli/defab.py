@@ -1,9 +1,6 @@
-"""``rlvr defab``: command-line access to the defeasible-logic engine.
+"""``rlvr defab``: command-line access to the defeasible-logic engine (:mod:`rlvr.defab`).
 
-Mount it in ``rlvr/cli.py`` with::
-
-    from rlvr.defab.cli import app as defab_app
-    app.add_typer(defab_app, name="defab")
+:mod:`rlvr.cli.commands` mounts this app as ``rlvr defab``.
 
 ``rlvr defab derive THEORY_FILE`` prints the +Δ and then the +∂ literals, sorted, one per line.
 ``rlvr defab generate --level L -n N --seed S --out FILE.jsonl`` writes generated instances

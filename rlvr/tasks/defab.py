@@ -11,7 +11,8 @@ instance is never a train instance generated with the same index; ``rendering: m
 renderings over the examples. ``eval_rendering: all`` puts every eval instance in all four renderings, and
 evaluation then reports the rendering-robust accuracy (per instance, the worst of its four renderings). ``answer`` (and the SFT target) is the gold in the example's answer format.
 
-Register by importing this module (``from rlvr.defab import task``) in ``rlvr/tasks/__init__.py``.
+``rlvr/tasks/__init__.py`` imports this module, which registers both; the engine, checks and generator it
+uses live in :mod:`rlvr.defab`, a layer below the tasks.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config.
+"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config, defab.
 
 Start-up is kept fast: this module imports only typer and rich, and each command imports what it needs
 (torch, transformers and the component registries come with ``rlvr.config``), so ``rlvr --help``,
@@ -28,7 +28,7 @@ console = Console(stderr=True)
 
 
 def _mount_subcommands() -> None:
-    from rlvr.defab.cli import app as defab_app
+    from rlvr.cli.defab import app as defab_app
 
     app.add_typer(defab_app, name="defab", help="DeFAb: defeasible-logic engine and abduction instances")
 
@@ -299,7 +299,7 @@ def verify(file: Annotated[Path, typer.Argument(help="JSONL of {task, answer, co
            workers: Annotated[int, typer.Option(help="scoring threads")] = 4,
            timeout: Annotated[float, typer.Option(help="seconds per batch of records before late ones score 0")] = 60.0):
     """Score a JSONL file of completions with registered verifiers; one output line per input line."""
-    from rlvr.verify import verify_file
+    from rlvr.cli.verify import verify_file
 
     out = out or file.with_suffix(".scores.jsonl")
     bar = None
@@ -336,7 +336,7 @@ def show_config(config: ConfigOpt = None, set_: SetOpt = None, recipe: RecipeOpt
                 reference: Annotated[bool, typer.Option("--reference", help="print every field as Markdown")] = False):
     """Validate a config and print it fully resolved (every default filled in)."""
     if reference:
-        from rlvr.docs import config_reference
+        from rlvr.cli.docs import config_reference
 
         sys.stdout.write(config_reference())
         return

@@ -1,0 +1,152 @@
+"""Engine wrappers come from a registry: a wrapper registered here, outside rlvr, is applied to training
+rollouts in its order, checkpointed under its name, restored on resume and never used for evaluation."""
+
+import json
+import shutil
+
+import pytest
+
+from rlvr.config import load_config
+from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
+from rlvr.rollout import ENGINE_WRAPPERS, HFEngine
+from rlvr.rollout.guidance import GuidedEngine
+from rlvr.rollout.param_noise import ParamNoiseEngine
+from rlvr.rollout.wrappers import (base_engine, engine_metrics, engine_state, load_engine_state, wrap_engine,
+                                   wrapper_chain)
+from rlvr.train.run import build_task, resume, train
+from tests.methods.helpers import tiny_overrides
+
+
+class CountingEngine:
+    """Counts generation calls (its state) and records the example ids it was asked for."""
+
+    name = "counting"
+
+    def __init__(self, inner):
+        self.inner, self.calls, self.seen = inner, 0, set()
+
+    def sync_weights(self):
+        self.inner.sync_weights()
+
+    def generate(self, requests, sampling):
+        self.calls += 1
+        self.seen.update(r.example.id for r in requests)
+        return self.inner.generate(requests, sampling)
+
+    def metrics(self):
+        return {"counting/calls": self.calls}
+
+    def state_dict(self):
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state):
+        self.calls = state.get("calls", 0)
+
+
+class Silent:
+    """A wrapper with no state and no metrics: only ``inner`` and ``name``."""
+
+    name = "silent"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+
+@pytest.fixture
+def counting():
+    built: list[CountingEngine] = []
+
+    @ENGINE_WRAPPERS.register("counting", order=300)
+    def build(engine, model, tokenizer, rollout_cfg, chat_template=False):
+        """Counts generation calls (test wrapper)."""
+        built.append(CountingEngine(engine))
+        return built[-1]
+
+    try:
+        yield built
+    finally:
+        ENGINE_WRAPPERS.unregister("counting")
+    assert "counting" not in ENGINE_WRAPPERS
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = char_tokenizer()
+    return build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0), tok
+
+
+def test_builtin_wrappers_are_registered_in_order():
+    assert ENGINE_WRAPPERS.names()[:2] == ["guidance", "param_noise"]
+    with pytest.raises(ValueError, match="already registered"):
+        ENGINE_WRAPPERS.register("guidance", order=1)(lambda *a: None)
+    with pytest.raises(ValueError, match="order 100 is taken by 'guidance'"):
+        ENGINE_WRAPPERS.register("other", order=100)(lambda *a: None)
+    assert "other" not in ENGINE_WRAPPERS
+
+
+def test_no_wrapper_applies_to_the_default_config(tiny):
+    model, tok = tiny
+    plain = HFEngine(model, tok)
+    assert wrap_engine(plain, model, tok, load_config(None, []).rollout) is plain
+
+
+def test_a_registered_wrapper_is_applied_in_order_and_unwrapped(counting, tiny):
+    model, tok = tiny
+    cfg = load_config(None, ["rollout.guidance.fraction=0.5", "rollout.param_noise.sigma=0.01"])
+    plain = HFEngine(model, tok)
+    wrapped = wrap_engine(plain, model, tok, cfg.rollout)
+    chain = wrapper_chain(wrapped)
+    assert [type(w) for w in chain] == [CountingEngine, ParamNoiseEngine, GuidedEngine]  # outermost first
+    assert base_engine(wrapped) is plain and chain[-1].inner is plain
+    state = engine_state(wrapped)
+    assert set(state) == {"counting", "guidance", "param_noise"} and state["counting"] == {"calls": 0}
+    load_engine_state(wrapped, {**state, "counting": {"calls": 7}})
+    assert counting[-1].calls == 7 and engine_metrics(wrapped)["engine/counting/calls"] == 7.0
+
+
+def test_a_wrapper_needs_only_inner_and_name(tiny):
+    model, tok = tiny
+    plain = HFEngine(model, tok)
+    ENGINE_WRAPPERS.register("silent", order=301)(lambda engine, *a: Silent(engine))
+    try:
+        wrapped = wrap_engine(plain, model, tok, load_config(None, []).rollout)
+    finally:
+        ENGINE_WRAPPERS.unregister("silent")
+    assert isinstance(wrapped, Silent) and base_engine(wrapped) is plain
+    assert engine_state(wrapped) == {} and engine_metrics(wrapped) == {}
+    load_engine_state(wrapped, {})
+
+
+def test_a_builder_must_return_a_wrapper_of_the_engine_it_was_given(tiny):
+    model, tok = tiny
+    ENGINE_WRAPPERS.register("broken", order=302)(lambda engine, *a: object())
+    try:
+        with pytest.raises(TypeError, match="engine wrapper 'broken' must return"):
+            wrap_engine(HFEngine(model, tok), model, tok, load_config(None, []).rollout)
+    finally:
+        ENGINE_WRAPPERS.unregister("broken")
+
+
+def _engine_state(run, step):
+    return json.loads((run / "checkpoints" / f"step_{step:06d}" / "state.json").read_text())["engine"]
+
+
+def test_a_registered_wrapper_is_trained_through_checkpointed_and_resumed(counting, tmp_path):
+    cfg = load_config(None, tiny_overrides(tmp_path) + ["train.steps=2", "train.checkpoint_every=1",
+                                                        "train.keep_checkpoints=5", "train.eval_every=0"])
+    summary = train(cfg)
+    run, trainer = tmp_path / "run", counting[-1]
+    assert len(counting) == 1 and trainer.calls >= 2  # one wrapper, built for training only
+    assert summary["eval_before"] and summary["eval_after"]  # evaluation ran, not through the wrapper:
+    eval_ids = {ex.id for ex in build_task(cfg).examples(cfg.eval.split)}
+    assert eval_ids and trainer.seen and not eval_ids & trainer.seen  # the held-out prompts never reached it
+    assert _engine_state(run, 2) == {"counting": {"calls": trainer.calls}}
+    step1 = _engine_state(run, 1)["counting"]["calls"]
+    assert 1 <= step1 < trainer.calls
+
+    part = tmp_path / "part"
+    shutil.copytree(run, part)
+    shutil.rmtree(part / "checkpoints" / "step_000002")
+    resume(part / "checkpoints" / "step_000001")
+    assert len(counting) == 2 and counting[-1].calls == trainer.calls  # restored from step 1, then counted on
+    assert _engine_state(part, 2) == _engine_state(run, 2)
