@@ -128,7 +128,7 @@ def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad
         attn[i, p - lp: p + lc] = 1
         if lc:
             ids[i, p: p + lc] = torch.tensor(c.completion_ids, dtype=torch.long)
-            cmask[i, :lc] = 1.0
+            cmask[i, :lc] = torch.tensor(c.mask(), dtype=torch.float32)  # inserted tokens stay out of the loss
             if has_blogp:
                 blogp[i, :lc] = torch.tensor(c.logprobs, dtype=torch.float32)
     pos = (attn.cumsum(1) - 1).clamp(min=0)

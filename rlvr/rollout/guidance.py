@@ -77,7 +77,7 @@ class GuidedEngine:
             for n, guided in ((req.n - k, False), (k, True)):
                 if n > 0:
                     ex = guided_example(req.example, self.hint) if guided else req.example
-                    expanded.append(GenerationRequest(ex, n))
+                    expanded.append(replace(req, example=ex, n=n))  # prefix, lengths and stops kept
                     origin.append((i, guided))
         plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
         out: list[Completion] = []

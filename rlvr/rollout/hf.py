@@ -5,6 +5,11 @@ log-probs of the sampling distribution (``log_softmax(logits / temperature)``, b
 which is what the trainer recomputes), finish reasons, and seeded sampling that leaves the global RNG
 untouched. The engine shares the trainer's module, so weight sync is a no-op.
 
+Requests may continue a prefix (its tokens follow the prompt and open the completion, with the request's
+own behaviour log-probs for them and a segment saying where they came from), set their own
+``max_new_tokens`` and stop token ids (each distinct setting generates in its own chunks) and stop strings
+(the completion is cut after the token that completes one; generation itself runs to its limit).
+
 Behaviour log-probs are taken while generating, by a logits processor that keeps one ``[B, V]``
 log-softmax (the current step's) and gathers the sampled token's entry when the next step sees it. Asking
 ``generate`` for ``output_logits`` instead keeps every step's float32 logits until the end, B x T x V x 4
@@ -14,13 +19,14 @@ top-p itself with transformers' own warpers, in transformers' order, so sampling
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
-from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
 from rlvr.rollout.base import ENGINES, encode_prompt
 
 __all__ = ["HFEngine", "BehaviourLogprobs"]
@@ -73,48 +79,98 @@ class HFEngine:
         rows = []
         for gi, req in enumerate(requests):
             ids = encode_prompt(self.tokenizer, req.example.prompt, self.chat_template)
-            rows.extend((gi, req.example.id, ids) for _ in range(req.n))
+            rows.extend(_Row(gi, req, list(ids)) for _ in range(req.n))
         device = next(self.model.parameters()).device
         was_training = self.model.training
         self.model.eval()
-        out: list[Completion] = []
+        out: list[Completion | None] = [None] * len(rows)
+        # requests with their own length or stop tokens generate in their own chunks; with none (the common
+        # case) there is one key and the chunks, and so the sampled tokens, are exactly those of plain requests
+        keys: dict[tuple, list[int]] = {}
+        for i, row in enumerate(rows):
+            keys.setdefault(row.key(sampling), []).append(i)
         try:
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed)
-                for start in range(0, len(rows), self.batch_size):
-                    out.extend(self._generate_chunk(rows[start: start + self.batch_size], sampling, device))
+                for (max_new, stop_ids), idx in keys.items():
+                    for start in range(0, len(idx), self.batch_size):
+                        chunk = idx[start: start + self.batch_size]
+                        done = self._generate_chunk([rows[i] for i in chunk], sampling, max_new, stop_ids, device)
+                        for i, comp in zip(chunk, done):
+                            out[i] = comp
         finally:
             self.model.train(was_training)
-        return out
+        return out  # type: ignore[return-value]
 
     @torch.no_grad()
-    def _generate_chunk(self, rows, sampling: SamplingParams, device) -> list[Completion]:
-        width = max(len(ids) for _, _, ids in rows)
+    def _generate_chunk(self, rows: list["_Row"], sampling: SamplingParams, max_new: int, stop_ids: tuple[int, ...],
+                        device) -> list[Completion]:
+        inputs = [r.ids + list(r.req.prefix_ids) for r in rows]
+        width = max(len(ids) for ids in inputs)
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         attn = torch.zeros_like(input_ids)
-        for i, (_, _, ids) in enumerate(rows):
+        for i, ids in enumerate(inputs):
             input_ids[i, width - len(ids):] = torch.tensor(ids)
             attn[i, width - len(ids):] = 1
-        record = BehaviourLogprobs(1.0 if sampling.greedy else sampling.temperature,
-                                   1.0 if sampling.greedy else sampling.top_p, width)
-        new = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
-                                  do_sample=not sampling.greedy, max_new_tokens=sampling.max_new_tokens,
-                                  eos_token_id=self.eos_id, pad_token_id=self.pad_id, top_k=None,
-                                  temperature=None, top_p=None, logits_processor=LogitsProcessorList([record])
-                                  )[:, width:].cpu()
-        lp = record.result(new)
-        completions = []
-        for i, (gi, ex_id, ids) in enumerate(rows):
-            toks = new[i].tolist()
-            if self.eos_id in toks:
-                toks, reason = toks[: toks.index(self.eos_id) + 1], "stop"
-            else:
-                reason = "length"
-            lps = lp[i, : len(toks)].tolist()
-            text = self.tokenizer.decode(toks, skip_special_tokens=True)
-            completions.append(Completion(ex_id, list(ids), toks, lps, reason, text, group=gi))
-        return completions
+        if max_new == 0:
+            new, lp = torch.zeros(len(rows), 0, dtype=torch.long), torch.zeros(len(rows), 0)
+        else:
+            record = BehaviourLogprobs(1.0 if sampling.greedy else sampling.temperature,
+                                       1.0 if sampling.greedy else sampling.top_p, width)
+            eos = self.eos_id if not stop_ids else [self.eos_id, *stop_ids]
+            new = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
+                                      do_sample=not sampling.greedy, max_new_tokens=max_new,
+                                      eos_token_id=eos, pad_token_id=self.pad_id, top_k=None,
+                                      temperature=None, top_p=None, logits_processor=LogitsProcessorList([record])
+                                      )[:, width:].cpu()
+            lp = record.result(new)
+        return [self._completion(r, new[i].tolist(), lp[i].tolist(), stop_ids) for i, r in enumerate(rows)]
+
+    def _completion(self, row: "_Row", toks: list[int], lps: list[float], stop_ids: tuple[int, ...]) -> Completion:
+        ends = {self.eos_id, *stop_ids}
+        cut = next((j for j, t in enumerate(toks) if t in ends), None)
+        if cut is not None:
+            toks, reason = toks[: cut + 1], "stop"
+        else:
+            reason = "length"
+        toks, reason = _cut_at_stop_string(self.tokenizer, toks, row.req.stop, reason)
+        lps = lps[: len(toks)]
+        req, prefix = row.req, list(row.req.prefix_ids)
+        text = self.tokenizer.decode(prefix + toks, skip_special_tokens=True)
+        segments = None
+        if prefix:
+            segments = [Segment(0, len(prefix), req.prefix_source), Segment(len(prefix), len(prefix) + len(toks))]
+        if prefix and req.prefix_logprobs is None:
+            logprobs = None  # the prefix's behaviour log-probs are unknown
+        else:
+            logprobs = list(req.prefix_logprobs or ()) + lps
+        return Completion(req.example.id, list(row.ids), prefix + toks, logprobs, reason, text, group=row.group,
+                          segments=segments)
+
+
+@dataclass(frozen=True)
+class _Row:
+    group: int
+    req: GenerationRequest
+    ids: list[int]  # the rendered prompt
+
+    def key(self, sampling: SamplingParams) -> tuple[int, tuple[int, ...]]:
+        max_new = sampling.max_new_tokens if self.req.max_new_tokens is None else self.req.max_new_tokens
+        return max_new, tuple(self.req.stop_token_ids)
+
+
+def _cut_at_stop_string(tokenizer, toks: list[int], stops: Sequence[str], reason: str) -> tuple[list[int], str]:
+    """``toks`` up to the first token whose text completes one of ``stops`` (that token kept)."""
+    if not stops:
+        return toks, reason
+    full = tokenizer.decode(toks, skip_special_tokens=True)
+    if not any(s in full for s in stops):
+        return toks, reason
+    for j in range(1, len(toks) + 1):  # the shortest prefix whose text holds a stop string
+        if any(s in tokenizer.decode(toks[:j], skip_special_tokens=True) for s in stops):
+            return toks[:j], "stop"
+    return toks, reason
 
 
 @ENGINES.register("hf")
