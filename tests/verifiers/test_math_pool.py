@@ -1,7 +1,6 @@
 """Worker pool deadlines: hung, crashing and unstartable workers, pathological inputs, and workers that
 die with their parent. A scripted fake worker stands in where a real one cannot be made to hang in C."""
 
-import importlib.util
 import json
 import os
 import signal
@@ -123,13 +122,13 @@ def test_pathological_answers_return_within_the_deadline():
     v = MathVerifier(timeout_s=1.0, workers=1)
     try:
         assert v.verify("\\frac{\\sqrt2}{2}", "\\boxed{\\frac{1}{\\sqrt2}}").reward == 1  # workers started
-        for answer in ("9^{9^{9^9}}", "\\binom{10^{9}}{10^{5}}"):
+        # decided by our parser at once (a tower is "too large"; the binomial is a 40-digit float, far from
+        # 5), where math-verify, if asked, spent its whole deadline on each
+        for answer, why in (("9^{9^{9^9}}", "too large"), ("\\binom{10^{9}}{10^{5}}", "not equal")):
             t = time.perf_counter()
             s = v.verify("5", f"\\boxed{{{answer}}}")
-            assert time.perf_counter() - t < 1.0 + 0.5, answer
-            # our parser declines these; math-verify (optional extra) then tries and hits the deadline
-            want = "timeout" if importlib.util.find_spec("math_verify") else "unparsable"
-            assert (s.reward, s.info["reason"]) == (0.0, want), answer
+            assert time.perf_counter() - t < 0.5, answer
+            assert (s.reward, s.info["reason"]) == (0.0, why), answer
         # decided quickly without a deadline: sizes are capped instead of computed
         for answer in ("10^{10^{10}}", "(10^{10})!", "100000!", "1e999999999", "(x+1)^{100000}"):
             t = time.perf_counter()

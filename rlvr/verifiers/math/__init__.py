@@ -2,8 +2,9 @@
 symbolic equivalence in long-lived worker processes with a hard deadline.
 
 Importing this package registers ``math`` in :data:`rlvr.verifiers.VERIFIERS`. Module map:
-:mod:`.extract` (answer spans, hedging), :mod:`.normalize` (spelling), :mod:`.fastpath` (exact numbers),
-:mod:`.pool` and :mod:`._worker` (processes, deadlines), :mod:`.latex`, :mod:`.values` and :mod:`.symbolic`
+:mod:`.extract` (answer spans, hedging), :mod:`.prose` and :mod:`.statement` (the prose around an
+answer, and answers given in a final sentence), :mod:`.normalize` (spelling), :mod:`.fastpath` (exact
+numbers), :mod:`.pool` and :mod:`._worker` (processes, deadlines), :mod:`.latex`, :mod:`.values` and :mod:`.symbolic`
 (sympy and mpmath, in the workers only; math-verify, from the optional ``math`` extra, only for what our
 parser does not support), :mod:`.verifier` (the pipeline).
 """

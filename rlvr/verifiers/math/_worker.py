@@ -52,6 +52,28 @@ def _load():
     return importlib.import_module("_rlvr_math.symbolic")
 
 
+_WARM = (("(-3,3)", "|x|<3"), ("\\frac{\\sqrt2}{2}", "\\frac{1}{\\sqrt3}"), ("x^2+2x+1", "(x+1)^2"),
+         ("\\sin 30^\\circ", "\\frac12"), ("y=2x+1", "2x-y+1=0"), ("\\pi", "3.14159265358979323846264338"))
+
+
+def _warm_up(sym, backend: str) -> None:
+    """Run a few comparisons before reporting ready: sympy's first solveset or evalf (and math-verify's
+    first parse) cost a few hundred ms of one-off set-up, which must not count against a request's
+    deadline."""
+    for gold, pred in _WARM:
+        try:
+            sym.compare(gold, False, pred, False, "sympy")
+        except Exception:
+            pass
+    if backend != "sympy":
+        try:
+            import math_verify
+
+            math_verify.verify(math_verify.parse("$x^2+1$"), math_verify.parse("$1+x^2$"))
+        except Exception:  # not installed (an optional extra), or failing: the request will say so
+            pass
+
+
 def _on_alarm(signum, frame):
     raise _SoftTimeout()
 
@@ -82,11 +104,7 @@ def main() -> None:
     _limit_memory(mem_mb)
     sys.setrecursionlimit(5000)
     sym = _load()
-    if backend != "sympy":
-        try:
-            import math_verify  # noqa: F401  (imported now so the first request does not pay for it)
-        except ImportError:
-            pass
+    _warm_up(sym, backend)
     signal.signal(signal.SIGALRM, _on_alarm)
     out.write(b'{"ready": true}\n')
     for line in sys.stdin.buffer:

@@ -8,6 +8,7 @@ exact :class:`fractions.Fraction` when it is built only from:
 - ``+ - * / ^`` (integer exponents), ``\\cdot`` ``\\times`` ``\\div``, parentheses and braces, ``n!``;
 - ``\\frac{a}{b}`` and ``\\frac12``; a mixed number ``2\\frac{1}{2}`` or plain ``2 1/2`` (an integer
   followed by a proper fraction of integer literals) is 5/2;
+- a repeating decimal ``0.\\overline{3}`` (1/3), ``1.2\\overline{45}``;
 - ``digits_{base}`` (``1011_2``): its value is read in that base (so ``1011_2`` is 11, not 1011), except
   that a plain answer is read in the gold's base when the gold has one (``1011`` answers ``1011_2``).
 
@@ -38,6 +39,7 @@ _TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][
                     r"|(?P<cmd>\\frac|\\cdot|\\times|\\div)(?![a-zA-Z])|(?P<op>[-+*/^(){}!]))")
 _BASE = re.compile(r"([0-9A-Za-z]+)_\{?(\d{1,2})\}?")
 _PLAIN_MIXED = re.compile(r"([-+]?\d+)\s+(\d+)\s*/\s*(\d+)")
+_REPEATING = re.compile(r"(\d*)\.(\d{0,20})\\overline\s*\{(\d{1,20})\}")
 
 
 class _Decline(Exception):
@@ -196,11 +198,20 @@ def _pow(base: Fraction, exp: Fraction) -> Fraction:
     return base ** int(exp)
 
 
+def _repeating(m: re.Match) -> str:
+    """``1.2\\overline{34}`` -> its exact value as a ``\\frac``."""
+    whole, fixed, rep = m.group(1) or "0", m.group(2), m.group(3)
+    value = Fraction(int(whole + fixed + rep) - int(whole + fixed), (10 ** len(rep) - 1) * 10 ** len(fixed))
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
 def parse_exact(s: str, base: int | None = None) -> Fraction | None:
     """The exact value of a plain numeric answer, or None when the fast path declines."""
     s = s.strip()
     if not s or len(s) > 400:
         return None
+    if "\\overline" in s:
+        s = _REPEATING.sub(_repeating, s)
     m = _BASE.fullmatch(s)
     if m or base:
         digits, b = (m.group(1), int(m.group(2))) if m else (s, base)

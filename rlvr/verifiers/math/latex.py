@@ -30,7 +30,9 @@ from .latex_tokens import GREEK as _GREEK
 from .latex_tokens import MULOPS as _MULOPS
 from .latex_tokens import RELOPS as _RELOPS
 from .latex_tokens import tokens as _tokens
-from .values import DIGITS, Alts, Eq, Mat, Rel, Tup, Unsupported, alts, as_expr, as_set, relations_to_set, scientific
+from .values import (DIGITS, Alts, Eq, Mat, Rel, TooLarge, Tup, Unsupported, alts, as_expr, as_set, huge_inexact,
+                     relations_to_set, scientific)
+from .values import binomial as _binomial
 from .values import factorial as _factorial
 from .values import power as _pow
 
@@ -280,11 +282,11 @@ class _Parser:
             return alts(lambda a: sympy.sqrt(as_expr(a)) if index is None else sympy.root(as_expr(a), index), arg)
         if c == "\\binom":
             n, k = self.frac_arg(), self.frac_arg()
-            return sympy.binomial(as_expr(n), as_expr(k))
+            return _binomial(n, k)
         if c in ("\\lfloor", "\\lceil"):
-            v = self.additive()
+            v = as_expr(self.additive())
             self.take("\\rfloor" if c == "\\lfloor" else "\\rceil")
-            return (sympy.floor if c == "\\lfloor" else sympy.ceiling)(as_expr(v))
+            return v if huge_inexact(v) else (sympy.floor if c == "\\lfloor" else sympy.ceiling)(v)
         if c == "\\pi":
             return sympy.pi
         if c == "\\infty":
@@ -327,7 +329,7 @@ class _Parser:
             arg = self.power()
             while self.starts_atom() and not (self.peek() in {"\\" + f for f in _FUNCS}):
                 arg = alts(lambda p, q: as_expr(p) * as_expr(q), arg, self.power())
-        v = alts(lambda a: fn(as_expr(a)), arg)
+        v = alts(lambda a: fn(_periodic_arg(name, as_expr(a))), arg)
         return alts(_pow, v, power) if power is not None else v
 
     def matrix(self, env: str):
@@ -354,6 +356,15 @@ class _Parser:
                 return Mat(rows)
             else:
                 raise Unsupported(f"matrix token {tok!r}")
+
+
+def _periodic_arg(name: str, a):
+    if name in _PERIODIC and huge_inexact(a):
+        raise TooLarge(f"\\{name} of a value known to {DIGITS} digits only")
+    return a
+
+
+_PERIODIC = {"sin", "cos", "tan", "cot", "sec", "csc"}
 
 
 def parse_item(s: str):

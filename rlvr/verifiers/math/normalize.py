@@ -49,8 +49,16 @@ _SPACES = re.compile(r"(?<!\\)\\[,;:! ]|\\q?quad(?![a-zA-Z])|~")  # not the seco
 _WRAPPERS = ("text", "textbf", "textit", "textrm", "texttt", "mathrm", "mathbf", "mathit", "mbox", "operatorname",
              "textnormal", "boldsymbol", "mathsf")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree(?![a-zA-Z])|\^\s*\{\s*\}")
-_UNIT_TEXT = re.compile(r"\\(?:text|mbox|mathrm|textrm)\s*\{\s*[a-zA-Z][a-zA-Z .]+\}"
-                        r"\s*(?:\^\s*\{?\s*[23]\s*\}?)?\s*$")
+# A unit: words (``\\text{ cm}``, ``\\text{ m/s}``) or one unit letter (``\\text{m}``, never ``e`` or ``i``),
+# optionally with a power; text that hedges (``\\text{ or more}``) is not a unit.
+_UNIT_TEXT = re.compile(r"\\(?:text|mbox|mathrm|textrm)\s*\{\s*(?!(?:or|and|to|not|at|up|more|less|fewer|about"
+                        r"|approx\w*|around|roughly|nearly|almost|maybe|possibly|probably|perhaps|either"
+                        r"|between|from|over|under|if|is|when|unless|for|provided|assuming|otherwise|except"
+                        r"|ish|max\w*|min\w*|plus|only)\b)(?:[a-zA-Z][a-zA-Z ./]*[a-zA-Z.]|[mgsLlKAVWJNh])\s*\}"
+                        r"\s*(?:\^\s*\{?\s*-?[1-9]\s*\}?)?\s*$")
+_UNIT_HEDGE = re.compile(r"\b(?:or|and|to|not|more|less|fewer|approx\w*|about|maybe|possibly|probably|if|is"
+                         r"|when|unless|for|provided|assuming|otherwise|except|max\w*|min\w*|plus)\b",
+                         re.IGNORECASE)
 _PERCENT_WORD = re.compile(r"\s*(?:\\(?:text|mbox)\s*\{\s*)?per\s?cent\s*\}?\s*$", re.IGNORECASE)
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
 _PLAIN_MIXED = re.compile(r"([-+]?\d+)\s+(\d+)\s*/\s*(\d+)")
@@ -139,7 +147,7 @@ def normalize(s: str) -> tuple[str, bool]:
     s = _PERCENT_WORD.sub("%", s)  # "50 percent" is "50%", not a unit to drop
     # Units go before the wrappers are unwrapped: once unwrapped, "cm" would read as c*m.
     for _ in range(3):
-        stripped = _UNIT_TEXT.sub("", s)
+        stripped = _UNIT_TEXT.sub(lambda m: m.group() if _UNIT_HEDGE.search(m.group()) else "", s)
         if stripped == s or not stripped.strip():
             break
         s = stripped

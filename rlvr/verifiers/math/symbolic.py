@@ -5,16 +5,23 @@ parser does not support one of them does it ask math-verify (if installed and th
 
 How values compare:
 
-- numbers and constant expressions: exactly when both are rational; otherwise both are evaluated with
-  mpmath to 40 significant digits and must agree to a relative 1e-25 (so
-  ``\\frac{\\sqrt2}{2} = \\frac{1}{\\sqrt2}`` and ``\\sqrt{-1} = i``, while ``0.333 != 1/3``,
-  ``1/2^{99} != 1/2^{98}`` and ``10^{-7} != 0``). The price: two irrational values closer than 1e-25
-  relative are taken as equal (no simplification proves it, which would cost 10-100 ms a pair);
-- expressions with variables (``x^2+2x+1`` vs ``(x+1)^2``): evaluated the same way (complex values
+- numbers and constant expressions: exactly when both are rational; otherwise a screen evaluates both
+  with mpmath to 40 significant digits (values apart by more than a relative 1e-25 are not equal), and
+  equality is then confirmed on the difference ``a - b`` itself, never by a tolerance: it must cancel
+  exactly, or sympy's cancellation-aware ``evalf`` must fail to tell it from 0 at a working precision of
+  60 digits plus twice the digits of the longest number written in either answer. So
+  ``\\frac{\\sqrt2}{2} = \\frac{1}{\\sqrt2}`` and ``\\sqrt{-1} = i``, while ``0.333 != 1/3``, ``1/2^{99} != 1/2^{98}``,
+  ``10^{-7} != 0``, a 36-digit decimal of pi is not pi and ``2 + 10^{-30}\\pi`` is not 2;
+- values the size guards of :mod:`.values` replaced by 40-digit floats (``10^{10^6}``, ``3000!``), or
+  sums in which a term vanished below the working precision (``\\sqrt{4 + e^{-10^6}}``), are never
+  "equal": such a pair is "undecidable" and scores 0; a tower like ``9^{9^{9^9}}`` is "too large" at once;
+- expressions with variables (``x^2+2x+1`` vs ``(x+1)^2``): screened the same way (complex values
   included) at six fixed non-integer points of both signs; equal when they agree at every point where
-  both are finite, so ``|x| != x`` and ``\\log x^2 != 2\\log x`` (variables are not assumed positive);
+  both are finite, confirmed on the difference at two exact rational points, so ``|x| != x``,
+  ``\\log x^2 != 2\\log x`` (variables are not assumed positive) and ``x + 10^{-30} != x``;
 - equations: equal when ``lhs - rhs`` of one is a constant non-zero multiple of the other's
-  (``y = 2x + 1`` vs ``2x - y + 1 = 0``); ``x = 3`` against a plain ``3`` compares the right-hand side;
+  (``y = 2x + 1`` vs ``2x - y + 1 = 0``), the multiple taken exactly at one point and checked at two
+  more; ``x = 3`` against a plain ``3`` compares the right-hand side;
 - tuples element-wise; two-element ``(a, b]`` brackets, unions and relations (``-3 < x < 3``,
   ``|x| < 3``, ``x \\ge 0``, ``x < 1 or x > 2``) as sets of reals; ``\\{...\\}``, ``\\pm`` and bare lists
   as finite sets; matrices element-wise (a one-row/one-column matrix equals the tuple of its entries);
@@ -31,7 +38,9 @@ import sympy
 from .fastpath import percent_match
 from .latex import parse_item
 from .normalize import split_items, strip_var_prefix
-from .values import DIGITS, Alts, Eq, Mat, Rel, Tup, Unsupported
+from sympy.core.evalf import PrecisionExhausted
+
+from .values import DIGITS, INEXACT, Alts, Eq, Mat, Rel, TooLarge, Tup, Unsupported
 
 __all__ = ["compare", "answers_equal", "parse_answer", "math_verify_equal"]
 
@@ -68,6 +77,14 @@ class _NoFastEval(Exception):
     pass
 
 
+class Undecidable(Exception):
+    """Equality of the two answers cannot be established exactly (see the module docstring)."""
+
+
+_ABSORBED = [False]  # set when a constant sum lost a term below the working precision
+_ABSORB = mpmath.mpf(10) ** -30
+
+
 def _mp(e, env: dict):
     """Evaluate a sympy expression with mpmath directly: ~10x faster than sympy's evalf on small trees."""
     if e.is_Rational:
@@ -80,7 +97,10 @@ def _mp(e, env: dict):
         return _MP_CONST[e]()
     args = [_mp(a, env) for a in e.args]
     if e.is_Add:
-        return mpmath.fsum(args)
+        total = mpmath.fsum(args)
+        if not env and max(map(abs, args)) * _ABSORB > min(abs(x) for x in args) > 0:
+            _ABSORBED[0] = True
+        return total
     if e.is_Mul:
         return mpmath.fprod(args)
     if e.is_Pow:
@@ -137,8 +157,8 @@ def expr_equal(a, b) -> bool:
     syms = sorted(a.free_symbols | b.free_symbols, key=str)
     if not syms:
         va, vb = _numeric(a), _numeric(b)
-        return va is not None and vb is not None and _close(va, vb)
-    agree = 0
+        return va is not None and vb is not None and _close(va, vb) and _zero(a - b, a, b)
+    agreed = []
     for k in range(len(_POINTS)):
         subs = {s: _POINTS[(k + j) % len(_POINTS)] for j, s in enumerate(syms)}
         va, vb = _numeric(a, subs), _numeric(b, subs)
@@ -147,8 +167,27 @@ def expr_equal(a, b) -> bool:
         if va is not None:
             if not _close(va, vb):
                 return False
-            agree += 1
-    return agree >= 2
+            agreed.append(subs)
+    if len(agreed) < 2:
+        return False
+    d = a - b
+    return all(_zero(d.xreplace(subs), a, b) for subs in agreed[:2])
+
+
+def _zero(d, *sources) -> bool:
+    """Whether the constant ``d`` (a difference the 40-digit screen found tiny) is exactly 0."""
+    if d == 0:
+        return True
+    if d.is_Rational:
+        return False
+    digits = max([len(str(abs(r.p))) + len(str(r.q)) for x in sources for r in x.atoms(sympy.Rational)] + [0])
+    try:
+        v = d.evalf(15, strict=True, maxn=min(60 + 2 * digits, 4000))
+    except PrecisionExhausted:
+        return True
+    if not v.is_number:
+        raise Unsupported("difference does not evaluate")
+    return v == 0
 
 
 def _eq_equal(a: Eq, b: Eq) -> bool:
@@ -157,7 +196,7 @@ def _eq_equal(a: Eq, b: Eq) -> bool:
     syms = sorted(da.free_symbols | db.free_symbols, key=str)
     if not syms:
         return expr_equal(da, db)
-    ratios = []
+    ratios, points = [], []
     for k in range(4):
         subs = {s: _POINTS[(k + j) % len(_POINTS)] for j, s in enumerate(syms)}
         va, vb = _numeric(da, subs), _numeric(db, subs)
@@ -166,7 +205,11 @@ def _eq_equal(a: Eq, b: Eq) -> bool:
                 return False
             continue
         ratios.append(va / vb)
-    return len(ratios) >= 2 and all(_close(r, ratios[0]) for r in ratios)
+        points.append(subs)
+    if len(ratios) < 2 or not all(_close(r, ratios[0]) for r in ratios):
+        return False
+    k = da.xreplace(points[0]) / db.xreplace(points[0])  # the multiple, exactly
+    return all(_zero((da - k * db).xreplace(p), da, db) for p in points[1:3])
 
 
 def _set_of(v):
@@ -267,7 +310,8 @@ def answers_equal(g: list, gpct: bool, p: list, ppct: bool) -> bool:
 
 
 def math_verify_equal(gold: str, gpct: bool, pred: str, ppct: bool) -> tuple[bool, str]:
-    """math-verify on our extracted spans; a parse that covers under 3/4 of a span counts as unparsed."""
+    """math-verify on our extracted spans; a parse that covers under 3/4 of a span, or loses one of its
+    numbers, counts as unparsed, and its "equal" on two expressions is confirmed exactly."""
     from math_verify import parse, verify  # optional extra; the worker reports its absence
 
     def one(s: str, pct: bool):
@@ -275,21 +319,54 @@ def math_verify_equal(gold: str, gpct: bool, pred: str, ppct: bool) -> tuple[boo
         got = parse(f"${text}$", parsing_timeout=None)
         if len(got) < 2 or len(re.sub(r"\s", "", str(got[1]))) < 0.75 * len(re.sub(r"\s", "", text)):
             return None
+        # math-verify drops what it cannot read and says nothing ("3 (if x>0)" parses as 3): a number
+        # written in the span that its parse lost means the parse is not the answer.
+        kept = set(re.findall(r"\d+", str(got[0])))
+        if any(n not in kept for n in re.findall(r"\d+", s)):
+            return None
         return got
 
     g, p = one(gold, gpct), one(pred, ppct)
     if g is None or p is None:
         return False, "unparsable"
-    return bool(verify(g, p, timeout_seconds=None)), "math-verify"
+    if not verify(g, p, timeout_seconds=None):
+        return False, "math-verify"
+    a, b = _exact(g[0]), _exact(p[0])
+    if isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr):  # its "equal" rounds floats to 6 digits:
+        try:                                                        # confirm it exactly, as for our parses
+            return expr_equal(a, b) and not _ABSORBED[0], "math-verify"
+        except (Unsupported, Undecidable, TypeError, ValueError):
+            return False, "undecidable"
+    return True, "math-verify"
+
+
+def _exact(v):
+    """math-verify's decimals (sympy Floats) as the exact decimals they were written as, and its limits,
+    sums and integrals evaluated (under the worker's deadline)."""
+    if not isinstance(v, sympy.Expr):
+        return v
+    if v.atoms(sympy.Float):
+        v = v.xreplace({f: sympy.Rational(str(f)) for f in v.atoms(sympy.Float)})
+    if v.has(sympy.Limit, sympy.Sum, sympy.Product, sympy.Integral, sympy.Derivative):
+        v = v.doit()
+    return v
 
 
 def compare(gold: str, gpct: bool, pred: str, ppct: bool, backend: str = "auto") -> tuple[bool, str]:
-    """``(equal, how)``: how is "symbolic", "math-verify" or "unparsable"."""
+    """``(equal, how)``: how is "symbolic", "math-verify", "unparsable", "undecidable" or "too large"."""
     if backend != "math_verify":
+        INEXACT[0] = _ABSORBED[0] = False
         try:
             g = parse_answer(gold, "=" not in pred)
             p = parse_answer(pred, "=" not in gold)
-            return answers_equal(g, gpct, p, ppct), "symbolic"
+            ok = answers_equal(g, gpct, p, ppct)
+            if ok and (INEXACT[0] or _ABSORBED[0]):
+                return False, "undecidable"  # equal only as far as a 40-digit float can tell
+            return ok, "symbolic"
+        except TooLarge:
+            return False, "too large"
+        except Undecidable:
+            return False, "undecidable"
         except Unsupported:
             if backend == "sympy":
                 return False, "unparsable"

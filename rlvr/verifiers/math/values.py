@@ -4,8 +4,10 @@ Kept apart from :mod:`.latex` (the grammar) so each stays small. Worker-only: im
 
 - :class:`Tup` ``(a, b)``/``[a, b)`` (a tuple or, with two items, an interval), :class:`Eq` (an equation),
   :class:`Rel` (the set of reals a relation describes), :class:`Mat`, :class:`Alts` (``\\pm`` alternatives);
-- size guards: an exact power or factorial over 200,000 bits becomes a 40-digit float, so a model's
-  ``10^{10^{10}}`` costs microseconds and no memory; a float exponent over 10^6 is refused;
+- size guards: an exact power, factorial or binomial over 200,000 bits becomes a 40-digit float, so a
+  model's ``10^{10^{10}}`` costs microseconds and no memory, and :data:`INEXACT` records it: a comparison
+  that such a float decides "equal" is "undecidable" instead (``10^{10^6} + 1`` is not ``10^{10^6}``); a
+  value past any evaluation (``9^{9^{9^9}}``, ``\\sin(10^{10^5})``) raises :class:`TooLarge` at once;
 - relations to sets: ``x < c``/``c \\le x`` directly, anything else (``|x| < 3``) through ``solveset``.
 """
 
@@ -14,8 +16,8 @@ from __future__ import annotations
 import mpmath
 import sympy
 
-__all__ = ["Unsupported", "Tup", "Eq", "Rel", "Mat", "Alts", "DIGITS", "MAX_BITS", "alts", "as_expr", "power",
-           "factorial", "scientific", "as_set", "relations_to_set"]
+__all__ = ["Unsupported", "TooLarge", "INEXACT", "Tup", "Eq", "Rel", "Mat", "Alts", "DIGITS", "MAX_BITS", "alts",
+           "as_expr", "power", "factorial", "binomial", "huge_inexact", "scientific", "as_set", "relations_to_set"]
 
 DIGITS = 40
 MAX_BITS = 200_000
@@ -23,6 +25,19 @@ MAX_BITS = 200_000
 
 class Unsupported(Exception):
     """The answer uses notation this parser does not handle."""
+
+
+class TooLarge(Exception):
+    """The answer is a number too large to evaluate at all (a tower of powers): it scores 0 at once."""
+
+
+# Set by the size guards while an answer is parsed; the caller resets it per comparison (one per process).
+INEXACT = [False]
+
+
+def _inexact(v):
+    INEXACT[0] = True
+    return v
 
 
 class Tup(tuple):
@@ -69,21 +84,46 @@ def power(b, e):
     """``b ** e``, as a 40-digit float when the exact rational would exceed :data:`MAX_BITS`."""
     b, e = as_expr(b), as_expr(e)
     if isinstance(e, sympy.Float) and abs(e) > 10**6:
-        raise Unsupported("exponent too large")
+        raise TooLarge("exponent too large")
     if b.is_Rational and e.is_Integer:
         bits = max(abs(b.p).bit_length(), b.q.bit_length())
         if bits * abs(int(e)) > MAX_BITS:
-            return sympy.Float(b, DIGITS) ** e
+            return _inexact(sympy.Float(b, DIGITS) ** e)
+    elif e.is_Integer and abs(e) > 4096 and b.is_number:  # sqrt(2)^{10^9} would expand to 2^{5*10^8}
+        return sympy.Pow(b, e, evaluate=False)
     return sympy.Pow(b, e)
 
 
 def factorial(v):
-    """``v!``, as a 40-digit float above 2000! (exact 2000! already has ~5700 digits)."""
+    """``v!``, exact up to 10000!, as a 40-digit float above."""
     v = as_expr(v)
-    if v.is_Integer and v > 2000:
+    if v.is_Float and abs(v) > 10**6:
+        raise TooLarge("factorial too large")
+    if v.is_Integer and v > 10_000:  # exact 10000! has ~118,000 bits
         with mpmath.workdps(DIGITS):
-            return sympy.Float(mpmath.factorial(int(v)), DIGITS)
+            return _inexact(sympy.Float(mpmath.factorial(int(v)), DIGITS))
     return sympy.factorial(v)
+
+
+def huge_inexact(v) -> bool:
+    """Whether ``v`` is a guard's 40-digit float past 10^40: its integer part and its angle modulo 2 pi are
+    unknown, so ``\\sin`` of it is "too large" and its floor is itself (computing either would take the
+    whole deadline: ``\\sin(10^{10^5})`` needs 10^5 digits of pi)."""
+    if not (isinstance(v, sympy.Expr) and v.has(sympy.Float) and v.is_number):
+        return False
+    return bool(abs(v) > sympy.Integer(10) ** DIGITS)
+
+
+def binomial(n, k):
+    """``\\binom{n}{k}``, as a 40-digit float when the exact integer would exceed :data:`MAX_BITS`."""
+    n, k = as_expr(n), as_expr(k)
+    if n.is_Integer and k.is_Integer and 0 <= k <= n and min(k, n - k) > 64:
+        with mpmath.workdps(DIGITS):
+            if mpmath.log(mpmath.binomial(int(n), int(k)), 2) > MAX_BITS:
+                return _inexact(sympy.Float(mpmath.binomial(int(n), int(k)), DIGITS))
+    if (n.is_Float and abs(n) > 10**6) or (k.is_Float and abs(k) > 10**6):
+        raise TooLarge("binomial too large")
+    return sympy.binomial(n, k)
 
 
 def scientific(text: str):

@@ -12,10 +12,16 @@ For each ``(gold, completion)`` pair, in order (the first step that decides wins
 4. text answers (the gold is words such as "Monday", or a choice letter "(C)") compare as case-folded
    strings and never reach sympy;
 5. the exact fast path (:mod:`.fastpath`), retried once with trailing unit words removed ("18 dollars");
-6. everything else goes to the worker pool (:mod:`.pool`, :mod:`.symbolic`) with a hard deadline.
+6. everything else goes to the worker pool (:mod:`.pool`, :mod:`.symbolic`) with a hard deadline
+   (``timeout_s``, 1 s by default: no pair costs more; one that reaches it scores 0, reason "timeout").
+
+A completion that gives its answer more than once (two boxes whose equality takes sympy, an answer
+restated after the box) scores 1 only when every one of them equals the gold.
 
 ``info["reason"]`` says why: "equal", "not equal", "no answer", "gold has no answer", "hedged: ...",
-"answer too long", "too complex", "unparsable", "timeout", "worker crashed", "worker unavailable";
+"answer too long", "too complex", "unparsable", "undecidable" (equal only as far as a 40-digit float can
+tell, e.g. ``10^{10^6}`` and ``10^{10^6}+1``), "too large" (``9^{9^{9^9}}``), "timeout", "worker crashed",
+"worker unavailable"; ``MathVerifier.counts`` counts every reason returned (timeouts included);
 ``info["path"]`` says which step decided (extract, string, fast, symbolic, math-verify, ...) and
 ``info["extracted"]`` holds the answer span (first 200 characters).
 Worker verdicts (except timeouts and errors) are cached per verifier, since a group of completions often
@@ -27,7 +33,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from fractions import Fraction
 from typing import Iterable, Literal
 
@@ -47,7 +53,18 @@ __all__ = ["MathParams", "MathVerifier", "MAX_NESTING"]
 MAX_NESTING = 25
 _CACHE_SIZE = 4096
 _CHOICE = re.compile(r"\(?([A-Ea-e])\)?")
+# A choice letter followed by the option's text: "(C) 42", "C. 42", "C: $\frac12$".
+# The text must not continue an expression: "C + 1" is not option C.
+_CHOICE_TEXT = re.compile(r"(?:\(([A-Ea-e])\)|([A-E])(?:[.:)]|(?=\s)))\s*"
+                          r"(?P<rest>(?![-+*/^=<>|]|\\(?:cdot|times|div|pm|mp)(?![a-zA-Z]))\S.*)", re.DOTALL)
+_OTHER_LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
+_DOUBT_TEXT = re.compile(r"\b(?:not|no|unsure|sure|maybe|perhaps|possibly|probably|or|actually|wrong|either"
+                         r"|guess)\b", re.IGNORECASE)
+_VERDICTS = ("symbolic", "math-verify")
+_SECOND_ANSWER = "hedged: another answer in the completion differs"
 _TEXTY = re.compile(r"[A-Za-z][A-Za-z '\-]*[A-Za-z]")
+_BOUND_WORDS = {"max", "maximum", "min", "minimum", "ish", "plus", "more", "less", "fewer", "approx", "about",
+                "roughly", "not", "if", "when", "unless", "only", "least", "most", "tops"}
 _MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "pi", "infty", "or", "and"}
 _UNIT_WORDS = re.compile(r"^(?P<num>.*?[\d}])\s*(?P<unit>[a-zA-Z]{2,}\.?(?:\s+[a-zA-Z]+\.?)*"
                          r"(?:\s*\^\s*\{?[23]\}?)?)$")
@@ -56,7 +73,8 @@ _UNIT_WORDS = re.compile(r"^(?P<num>.*?[\d}])\s*(?P<unit>[a-zA-Z]{2,}\.?(?:\s+[a
 class MathParams(Params):
     """Parameters of the ``math`` verifier."""
 
-    timeout_s: float = Field(3.0, gt=0, le=60, description="hard deadline per symbolic comparison")
+    timeout_s: float = Field(1.0, gt=0, le=60, description="hard deadline per symbolic comparison (a pair "
+                             "that reaches it scores 0 with reason 'timeout')")
     workers: int = Field(2, ge=1, le=32, description="worker processes for symbolic comparisons")
     max_answer_chars: int = Field(500, ge=1, le=10_000, description="longer extracted answers score 0")
     backend: Literal["auto", "sympy", "math_verify"] = Field(
@@ -65,6 +83,8 @@ class MathParams(Params):
 
 
 def _is_text(s: str) -> bool:
+    if s.lower() in ("yes", "no"):
+        return True
     return bool(_TEXTY.fullmatch(s)) and not set(re.findall(r"[a-zA-Z]+", s.lower())) <= _MATH_WORDS \
         and len(max(re.findall(r"[A-Za-z]+", s), key=len)) >= 3
 
@@ -73,16 +93,32 @@ def _text_equal(gold: str, pred: str) -> bool | None:
     """Verdict for a choice letter or a word answer; None when the gold is neither."""
     m = _CHOICE.fullmatch(gold)
     if m and (gold.startswith("(") or gold.isupper()):
-        pm = _CHOICE.fullmatch(pred.replace("option", "").replace("Option", "").strip())
-        return bool(pm) and pm.group(1).upper() == m.group(1).upper()
+        pred = pred.replace("option", "").replace("Option", "").strip()
+        pm = _CHOICE.fullmatch(pred)
+        if pm:
+            return pm.group(1).upper() == m.group(1).upper()
+        pm = _CHOICE_TEXT.fullmatch(pred)
+        if not pm or _OTHER_LETTER.search(pm.group("rest")) or _DOUBT_TEXT.search(pm.group("rest")):
+            return False
+        return (pm.group(1) or pm.group(2)).upper() == m.group(1).upper()
     if _is_text(gold):
         return " ".join(pred.casefold().split()) == " ".join(gold.casefold().split())
     return None
 
 
+class _Job(tuple):
+    """``(first worker job key, extracted answer)``; ``keys`` holds every job key of the completion (its
+    other answers too), all of which must come back equal."""
+
+    def __new__(cls, keys: list[tuple], extracted: str, first_is_main: bool = True):
+        job = super().__new__(cls, (keys[0], extracted))
+        job.keys, job.first_is_main = keys, first_is_main
+        return job
+
+
 def _strip_units(s: str) -> str:
     m = _UNIT_WORDS.match(s)
-    if not m or set(re.findall(r"[a-z]+", m.group("unit").lower())) & _MATH_WORDS:
+    if not m or set(re.findall(r"[a-z]+", m.group("unit").lower())) & (_MATH_WORDS | _BOUND_WORDS):
         return s
     return m.group("num").strip()
 
@@ -99,7 +135,7 @@ class MathVerifier(BaseVerifier):
 
     name = "math"
 
-    def __init__(self, timeout_s: float = 3.0, workers: int = 2, max_answer_chars: int = 500,
+    def __init__(self, timeout_s: float = 1.0, workers: int = 2, max_answer_chars: int = 500,
                  backend: str = "auto", memory_mb: int = 4096):
         if backend == "math_verify" and importlib.util.find_spec("math_verify") is None:
             raise ValueError("backend 'math_verify' needs the optional extra: "
@@ -108,6 +144,7 @@ class MathVerifier(BaseVerifier):
         self.backend, self.memory_mb = backend, memory_mb
         self._pool: WorkerPool | None = None
         self._cache: OrderedDict[tuple, tuple[bool, str]] = OrderedDict()
+        self.counts: Counter[str] = Counter()  # reasons of every Score returned ("timeout", "undecidable", ...)
         self._lock = threading.Lock()
 
     # -- public API -----------------------------------------------------------------------------------
@@ -122,7 +159,7 @@ class MathVerifier(BaseVerifier):
     def verify_many(self, pairs: Iterable[tuple[str, str]]) -> list[Score]:
         """Score ``(gold, completion)`` pairs: fast path here, the rest in parallel in the workers."""
         prepared = [self._prepare(g, c) for g, c in pairs]
-        keys = list(dict.fromkeys(p[0] for p in prepared if isinstance(p, tuple)))
+        keys = list(dict.fromkeys(k for p in prepared if isinstance(p, _Job) for k in p.keys))
         with self._lock:
             known = {k: self._cache[k] for k in keys if k in self._cache}
         todo = [k for k in keys if k not in known]
@@ -134,18 +171,25 @@ class MathVerifier(BaseVerifier):
                 replies = [{"ok": False, "how": "worker unavailable"}] * len(todo)
             for k, r in zip(todo, replies):
                 known[k] = (r["ok"], r["how"])
-                if r["how"] in ("symbolic", "math-verify", "unparsable"):
+                if r["how"] in ("symbolic", "math-verify", "unparsable", "undecidable", "too large"):
                     self._remember(k, known[k])
         out = []
         for p in prepared:
-            if isinstance(p, Score):
-                out.append(p)
-                continue
-            key, extracted = p
-            ok, how = known[key]
-            reason = "equal" if ok else "not equal" if how in ("symbolic", "math-verify") else how
-            out.append(_score(ok, reason, how, extracted))
+            if not isinstance(p, Score):
+                p = self._combine([known[k] for k in p.keys], p[1], p.first_is_main)
+            with self._lock:
+                self.counts[p.info["reason"]] += 1
+            out.append(p)
         return out
+
+    def _combine(self, verdicts: list[tuple[bool, str]], extracted: str, first_is_main: bool) -> Score:
+        """One Score from the worker verdicts of a completion's answers (all must be equal to the gold)."""
+        for i, (ok, how) in enumerate(verdicts):
+            if not ok:
+                main = i == 0 and first_is_main
+                reason = ("not equal" if main else _SECOND_ANSWER) if how in _VERDICTS else how
+                return _score(False, reason, how, extracted)
+        return _score(True, "equal", verdicts[0][1], extracted)
 
     def close(self) -> None:
         """Stop the worker processes (they also stop when this object is collected or the process exits)."""
@@ -177,14 +221,14 @@ class MathVerifier(BaseVerifier):
             if len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
 
-    def _prepare(self, gold: object, completion: object) -> Score | tuple[tuple, str]:
-        """A decided Score, or ``(worker job key, extracted answer)`` for the symbolic path."""
+    def _prepare(self, gold: object, completion: object) -> Score | _Job:
+        """A decided Score, or the worker jobs of the symbolic path."""
         try:
             return self._decide(gold, completion)
         except Exception as e:  # odd input must score 0 with a reason, never raise into training
             return _score(False, f"verifier error: {type(e).__name__}", "error", None)
 
-    def _decide(self, gold: object, completion: object) -> Score | tuple[tuple, str]:
+    def _decide(self, gold: object, completion: object) -> Score | _Job:
         if not isinstance(gold, str) or not isinstance(completion, str):
             return _score(False, "not text", "extract", None)
         g, p = extract_answer(gold, is_gold=True), extract_answer(completion)
@@ -194,22 +238,36 @@ class MathVerifier(BaseVerifier):
             return _score(False, "no answer", "extract", None)
         if p.hedge:
             return _score(False, p.hedge, "extract", p.span)
-        if len(p.span) > self.max_answer_chars or len(g.span) > self.max_answer_chars:
-            return _score(False, "answer too long", "extract", p.span[:200])
-        (gn, gpct), (pn, ppct) = normalize(g.span), normalize(p.span)
+        first = self._decide_span(g.span, p.span)
+        if isinstance(first, Score) and not first.reward:
+            return first
+        keys = [] if isinstance(first, Score) else [first]
+        for other in p.others:  # every answer the completion gives must be the gold's
+            got = self._decide_span(g.span, other)
+            if isinstance(got, Score) and not got.reward:
+                return _score(False, _SECOND_ANSWER, "extract", p.span)
+            if not isinstance(got, Score):
+                keys.append(got)
+        return _Job(keys, p.span, not isinstance(first, Score)) if keys else first
+
+    def _decide_span(self, gold: str, span: str) -> Score | tuple:
+        """One answer span against the gold's: a decided Score, or the worker job key."""
+        if len(span) > self.max_answer_chars or len(gold) > self.max_answer_chars:
+            return _score(False, "answer too long", "extract", span[:200])
+        (gn, gpct), (pn, ppct) = normalize(gold), normalize(span)
         if not pn:
-            return _score(False, "no answer", "extract", p.span)
+            return _score(False, "no answer", "extract", span)
         if is_plain_number(pn) and is_plain_number(gn):  # the common GSM8K case, decided in microseconds
             ok = percent_match(Fraction(gn.replace(",", "")), gpct, Fraction(pn.replace(",", "")), ppct,
                                lambda a, b: a == b)
-            return _score(ok, "equal" if ok else "not equal", "fast", p.span)
+            return _score(ok, "equal" if ok else "not equal", "fast", span)
         hedge = hedge_reason(pn, gn)
         if hedge:
-            return _score(False, hedge, "extract", p.span)
+            return _score(False, hedge, "extract", span)
         if max(nesting_depth(pn), nesting_depth(gn)) > MAX_NESTING:
-            return _score(False, "too complex", "extract", p.span)
+            return _score(False, "too complex", "extract", span)
         if pn == gn and gpct == ppct:
-            return _score(True, "equal", "string", p.span)
+            return _score(True, "equal", "string", span)
         verdict = _text_equal(gn, pn)
         if verdict is None:
             verdict = fast_equal(gn, gpct, pn, ppct)
@@ -217,5 +275,5 @@ class MathVerifier(BaseVerifier):
             pn, gn = _strip_units(pn), _strip_units(gn)
             verdict = fast_equal(gn, gpct, pn, ppct)
         if verdict is not None:
-            return _score(verdict, "equal" if verdict else "not equal", "fast", p.span)
-        return (gn, gpct, pn, ppct), p.span
+            return _score(verdict, "equal" if verdict else "not equal", "fast", span)
+        return gn, gpct, pn, ppct
