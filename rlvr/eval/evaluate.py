@@ -23,6 +23,8 @@ On a task mixture (examples from several ``Example.task`` values) ``task/<name>/
 
 from __future__ import annotations
 
+import inspect
+
 import re
 from typing import Any, Callable, Sequence
 
@@ -67,23 +69,33 @@ def rendering_groups(examples: Sequence[Example]) -> list[str]:
 
 def _generate(engine, examples: list[Example], n: int, sampling: SamplingParams,
               on_progress: Progress | None) -> list[list]:
-    """Completions per example. With ``on_progress``, prompts go in chunks of about one engine batch (chunk i
-    > 0 seeded ``seed + i``) so the bar moves; without it, one call (the engine batches internally)."""
+    """Completions per example, from one ``generate`` call, so the samples do not depend on whether progress
+    is shown. An engine whose ``generate`` takes ``on_progress(rows_done, rows_total)`` reports it after each
+    internal batch; with another engine and a progress display, prompts go in chunks of about one engine
+    batch (chunk i > 0 seeded ``seed + i``) so the bar still moves."""
     per: list[list] = [[] for _ in examples]
-    if on_progress is None:
+    native_progress = on_progress is not None and "on_progress" in inspect.signature(engine.generate).parameters
+    if on_progress is None or native_progress:
         chunks = [list(range(len(examples)))]
     else:
         size = max(1, getattr(engine, "batch_size", 256) // n)
         chunks = [list(range(i, min(i + size, len(examples)))) for i in range(0, len(examples), size)]
+    if on_progress is not None:
         on_progress(0, len(examples))
     done = 0
     for ci, idx in enumerate(chunks):
         seed = sampling.seed if ci == 0 or sampling.seed is None else sampling.seed + ci
         params = SamplingParams(sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed)
-        for c in engine.generate([GenerationRequest(examples[i], n) for i in idx], params):
+        requests = [GenerationRequest(examples[i], n) for i in idx]
+        if native_progress:
+            rows = engine.generate(requests, params,
+                                   on_progress=lambda r, t: on_progress(min(len(idx), r // max(n, 1)), len(examples)))
+        else:
+            rows = engine.generate(requests, params)
+        for c in rows:
             per[idx[c.group]].append(c)
         done += len(idx)
-        if on_progress is not None:
+        if on_progress is not None and not native_progress:
             on_progress(done, len(examples))
     return per
 

@@ -20,7 +20,7 @@ top-p itself with transformers' own warpers, in transformers' order, so sampling
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -75,7 +75,9 @@ class HFEngine:
     def sync_weights(self) -> None:
         return None
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams,
+                 on_progress: Callable[[int, int], None] | None = None) -> list[Completion]:
+        """Completions of ``requests``; ``on_progress(rows_done, rows_total)`` after each internal batch."""
         rows = []
         for gi, req in enumerate(requests):
             ids = encode_prompt(self.tokenizer, req.example.prompt, self.chat_template)
@@ -89,6 +91,7 @@ class HFEngine:
         keys: dict[tuple, list[int]] = {}
         for i, row in enumerate(rows):
             keys.setdefault(row.key(sampling), []).append(i)
+        finished = 0
         try:
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 if sampling.seed is not None:
@@ -99,6 +102,9 @@ class HFEngine:
                         done = self._generate_chunk([rows[i] for i in chunk], sampling, max_new, stop_ids, device)
                         for i, comp in zip(chunk, done):
                             out[i] = comp
+                        finished += len(chunk)
+                        if on_progress is not None:
+                            on_progress(finished, len(rows))
         finally:
             self.model.train(was_training)
         return out  # type: ignore[return-value]
