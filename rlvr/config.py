@@ -17,12 +17,14 @@ from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValida
 
 import rlvr.algorithms  # noqa: F401  (registers components)
 from rlvr.algorithms.kl_schedules import KL_SCHEDULES
+import rlvr.envs  # noqa: F401  (environments, the multiturn engine wrapper)
 import rlvr.rollout  # noqa: F401
 import rlvr.tasks  # noqa: F401
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGATIONS, CLIP_RULES, CORRECTIONS,
                                      KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
+from rlvr.envs.wrapper import MultiTurnConfig
 from rlvr.models.loading import ModelConfig
 from rlvr.optim import OPTIMIZERS
 from rlvr.registry import Params, Registry, RegistryError
@@ -123,6 +125,7 @@ class RolloutConfig(Section):
     batch_size: int = Field(256, gt=0, description="sequences per generate call")
     param_noise: ParamNoiseConfig = Field(default_factory=ParamNoiseConfig)
     guidance: GuidanceConfig = Field(default_factory=GuidanceConfig)
+    multiturn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
 
 
 class ScoringConfig(Section):

@@ -76,7 +76,7 @@ def tiny():
 
 
 def test_builtin_wrappers_are_registered_in_order():
-    assert ENGINE_WRAPPERS.names()[:2] == ["guidance", "param_noise"]
+    assert ENGINE_WRAPPERS.names()[:3] == ["multiturn", "guidance", "param_noise"]  # episodes innermost
     with pytest.raises(ValueError, match="already registered"):
         ENGINE_WRAPPERS.register("guidance", order=1)(lambda *a: None)
     with pytest.raises(ValueError, match="order 100 is taken by 'guidance'"):

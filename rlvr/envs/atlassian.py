@@ -169,7 +169,9 @@ class IssueTrackerEnv:
         return [self.call(c.get("name"), c.get("arguments")) for c in calls]
 
     def step(self, calls: list[dict]) -> tuple[str, bool]:
-        """Multi-turn use: execute the turn's calls; the JSON observation, and done when there were none."""
+        """One turn of parsed calls: the JSON observation, and done when there were none. The episode
+        environment over the policy's text (parsing, malformed calls, the final-state reward) is
+        :class:`rlvr.envs.tool_env.ToolCallEnv` (``issue_tracker``), which runs on this API."""
         return json.dumps(self.run(calls), sort_keys=True), not calls
 
     # ---- Jira --------------------------------------------------------------------------------

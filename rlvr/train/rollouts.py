@@ -31,6 +31,7 @@ import torch
 from rlvr.algorithms.group_filters import informative_groups
 from rlvr.algorithms.registry import GROUP_FILTERS, REWARD_SHAPERS, GroupFilterInputs, ShapingInputs
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score
+from rlvr.envs.multiturn import env_scores
 from rlvr.rollout.wrappers import engine_metrics
 from rlvr.sampling.base import Group
 from rlvr.train.features import step_features
@@ -94,7 +95,11 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     scores, score_stats = c.scorer.score_many([requests[comp.group].example for comp in completions],
                                               [comp.text for comp in completions])
     t2 = time.perf_counter()
-    rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)
+    rewards = [s.reward for s in scores]
+    mt = cfg.rollout.multiturn
+    if mt.env is not None:  # episodes: the environment's reward as configured; a failed environment scores 0
+        rewards = env_scores(completions, rewards, mt.reward, mt.env_weight)
+    rewards = torch.tensor(rewards, dtype=torch.float64)
     shapers = step_features(cfg, c.ref_model is not None).reward_shapers if completions else []
     for f in shapers:  # e.g. DAPO's soft overlong punishment, seen by dynamic sampling and prompt statistics
         inp = ShapingInputs(torch.tensor([len(comp) for comp in completions]), cfg.rollout.max_new_tokens)

@@ -7,9 +7,10 @@ first, and penalties for duplicate calls and missing parameters. Guessed, and pa
 ``w_select / w_args / w_sequence = 0.3 / 0.5 / 0.2``, the penalty sizes ``lambda = 0.1``, and the matching
 rules below. The extra-call and schema-violation penalties are this module's additions (default 0).
 
-Trace format: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Hermes / Qwen), else one
-JSON value in the ``<answer>`` block, the last fenced ```` ```json ```` block, or the whole completion: a
-call, a list of calls, or ``{"tool_calls": [...]}``. OpenAI's ``{"function": {"name", "arguments": "<json>"}}``
+Trace format (parsed by :mod:`rlvr.envs.toolparse`, shared with the multi-turn tool environment):
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Hermes / Qwen), else one JSON value
+in the ``<answer>`` block, the last fenced ```` ```json ```` block, or the whole completion: a call, a list
+of calls, or ``{"tool_calls": [...]}``. OpenAI's ``{"function": {"name", "arguments": "<json>"}}``
 wrapping is accepted. JSON is parsed strictly (no repair); a block that fails to parse is a malformed call.
 
 ``toolcall`` (gold calls ``meta["gold_calls"]`` = ``[{"name", "arguments"}]``, default ``answer`` parsed as
@@ -41,7 +42,6 @@ clipped to [0, 1]. Both checkers are pure functions of the completion and the ex
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from typing import Any
 
@@ -49,62 +49,15 @@ from pydantic import Field
 
 from rlvr.core.types import Example, Score
 from rlvr.envs import TOOL_SCHEMAS, IssueTrackerEnv, schema_errors
+from rlvr.envs.checks import check_state, values_equal
+from rlvr.envs.checks import lookup_path as _lookup
+from rlvr.envs.toolparse import normalise_call as _normalise_call
+from rlvr.envs.toolparse import parse_tool_calls
 from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
-from rlvr.verifiers.format import extract_tag
 
 __all__ = ["ToolCallVerifier", "ToolEnvVerifier", "ToolCallParams", "ToolEnvParams", "parse_tool_calls",
            "flatten_arguments", "values_equal", "score_trace", "check_state"]
-
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_JSON_FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
-_BAD = object()
-
-
-def _loads(s: str) -> Any:
-    try:
-        return json.loads(s)
-    except (ValueError, RecursionError):
-        return _BAD
-
-
-def _normalise_call(obj: Any) -> dict | None:
-    if isinstance(obj, dict) and isinstance(obj.get("function"), dict):
-        obj = obj["function"]
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        return None
-    args = obj.get("arguments", obj.get("parameters", {}))
-    args = _loads(args) if isinstance(args, str) else args
-    return {"name": obj["name"], "arguments": args} if isinstance(args, dict) else None
-
-
-def _trace_values(text: str) -> list[Any]:
-    blocks = _TOOL_CALL.findall(text)
-    if blocks:
-        return [_loads(b.strip()) for b in blocks]
-    body = extract_tag(text, "answer")
-    if body is None:
-        fences = _JSON_FENCE.findall(text)
-        body = fences[-1] if fences else text
-    body = body.strip()
-    return [_loads(body)] if body[:1] in "[{" and body else []
-
-
-def parse_tool_calls(text: str, max_calls: int = 32) -> tuple[list[dict], int]:
-    """``(calls, number of malformed calls)``; calls beyond ``max_calls`` count as malformed."""
-    calls, malformed = [], 0
-    for value in _trace_values(text):
-        if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
-            value = value["tool_calls"]
-        for item in value if isinstance(value, list) else [value]:
-            call = None if item is _BAD else _normalise_call(item)
-            if call is None:
-                malformed += 1
-            else:
-                calls.append(call)
-    if len(calls) > max_calls:
-        malformed, calls = malformed + len(calls) - max_calls, calls[:max_calls]
-    return calls, malformed
 
 
 def flatten_arguments(args: Any, prefix: str = "") -> dict[str, Any]:
@@ -115,29 +68,6 @@ def flatten_arguments(args: Any, prefix: str = "") -> dict[str, Any]:
     for k, v in args.items():
         out.update(flatten_arguments(v, f"{prefix}.{k}" if prefix else str(k)))
     return out
-
-
-def _lookup(obj: Any, path: str) -> tuple[bool, Any]:
-    for part in path.split("."):
-        if not isinstance(obj, dict) or part not in obj:
-            return False, None
-        obj = obj[part]
-    return True, obj
-
-
-def values_equal(a: Any, b: Any, casefold: bool = False) -> bool:
-    """Strict JSON equality (numbers by value, no bool/number or string/number coercion)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, str) and isinstance(b, str):
-        return a.strip().casefold() == b.strip().casefold() if casefold else a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(values_equal(x, y, casefold) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(values_equal(a[k], b[k], casefold) for k in a)
-    return a is None and b is None
 
 
 def _key(call: dict) -> str:
@@ -274,32 +204,6 @@ def _toolcall(p: ToolCallParams) -> ToolCallVerifier:
         raise ValueError("toolcall weights must not all be 0")
     return ToolCallVerifier((p.w_select, p.w_args, p.w_sequence), {"dup": p.lambda_dup, "unknown": p.lambda_unknown,
                             "extra": p.lambda_extra, "invalid": p.lambda_invalid}, p.casefold_strings, p.max_calls)
-
-
-def _condition_holds(record: dict, path: str, want: Any) -> bool:
-    found, got = _lookup(record, path)
-    if not found:
-        return False
-    if isinstance(want, dict) and set(want) == {"$contains"}:
-        x = want["$contains"]
-        if isinstance(got, str):
-            return isinstance(x, str) and x in got
-        if isinstance(got, list):
-            return any(values_equal(e, x) or (isinstance(x, dict) and isinstance(e, dict)
-                                              and all(k in e and values_equal(e[k], v) for k, v in x.items()))
-                       for e in got)
-        return False
-    return values_equal(got, want)
-
-
-def check_state(state: dict, checks: list[dict]) -> list[bool]:
-    """Whether each check holds: exactly ``count`` (default 1) records of its collection satisfy ``where``."""
-    results = []
-    for check in checks:
-        records = state.get(check["collection"], {}).values()
-        hits = sum(all(_condition_holds(r, p, v) for p, v in check.get("where", {}).items()) for r in records)
-        results.append(hits == check.get("count", 1))
-    return results
 
 
 class ToolEnvVerifier(BaseVerifier):
