@@ -60,6 +60,7 @@ class Prepared:
     task: Task
     device: torch.device
     prompts: PromptReport
+    threads: int = 1
 
 
 def _say(msg: str) -> None:
@@ -75,7 +76,7 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     warning = check_group_size(cfg)
     if warning:
         _say(warning)
-    apply_threads(cfg.train.threads)
+    threads = apply_threads(cfg.train.threads)
     seed_everything(cfg.seed)
     if model is None:
         model, tokenizer = load_model(model_cfg or cfg.model, seed=cfg.seed)
@@ -84,13 +85,15 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     task = task if task is not None else build_task(cfg)
     where = (model_cfg or cfg.model).path or "the built-in tiny model"
     check_chat_template(tokenizer, cfg.model.chat_template, [e for s in task.splits for e in task.examples(s)], where)
-    report = fit_prompts(task, tokenizer, model, cfg.rollout.max_new_tokens, cfg.data.max_prompt_tokens,
+    mt = cfg.rollout.multiturn  # an episode's completion holds every turn and observation
+    completion = mt.completion_bound(cfg.rollout.max_new_tokens) if mt.env is not None else cfg.rollout.max_new_tokens
+    report = fit_prompts(task, tokenizer, model, completion, cfg.data.max_prompt_tokens,
                          cfg.data.prompt_overflow, cfg.model.chat_template)
     if any(s["dropped"] or s["truncated"] for s in report.splits.values()):
         _say(report.summary())
     if check_scoring and "train" in task.splits:
         check_verifier(task, task.examples("train"))
-    return Prepared(model.to(device), tokenizer, task, device, report)
+    return Prepared(model.to(device), tokenizer, task, device, report, threads)
 
 
 def build_engine(cfg: RunConfig, model, tok, batch_size: int, training: bool = False):
