@@ -143,6 +143,7 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
         "peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_gpu_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
         "prompts": extra.get("prompts"),
+        "threads": torch.get_num_threads(),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

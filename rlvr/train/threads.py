@@ -1,23 +1,78 @@
-"""How many CPU threads torch uses (``train.threads``).
+"""How many CPU threads torch uses (``train.threads``), chosen so a run degrades gracefully on a shared machine.
 
-``None`` (auto) keeps torch's default, one thread per core, unless ``RLVR_THREADS`` is set. An explicit
-count is applied with ``torch.set_num_threads`` before the model is built.
+torch starts one OpenMP thread per core. When another process keeps a core busy, every parallel region
+waits for the thread that shares a core with it while the others spin. Measured on 2 cores with the demo's
+step (``benchmarks/cpu_threads.py``, docs/cpu-threads.md): idle, 2 threads take 0.26 s a step and 1 thread
+0.38 s; with one core busy, 2 threads take 1.24 s (4.7x) and 1 thread 0.43 s. So ``null`` (auto) looks
+before the run starts: it samples for a quarter of a second how busy the cores are (``/proc/stat``) and
+uses the cores other processes leave free, at least one (0.36 s a step in that busy case, 0.31 s idle).
+``RLVR_THREADS`` or an explicit ``train.threads`` overrides it. ``OMP_WAIT_POLICY=PASSIVE`` halves the busy
+2-thread time but costs 23% idle, so rlvr leaves it to the user.
+
+On the tiny models the thread count does not change the numbers (the demo's weights after SFT and RL
+steps are bit-identical with 1 and 2 threads); on larger models a different count can change the order of
+floating-point sums, so set ``train.threads`` when runs on differently loaded machines must match bit for bit.
+The count in force is in ``summary.json`` (``threads``).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
+import time
 
 import torch
 
-__all__ = ["apply_threads", "auto_threads"]
+__all__ = ["apply_threads", "auto_threads", "busy_cores", "usable_cores"]
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies of all cores since boot, or None where /proc/stat is unavailable."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return total - idle, total
+
+
+def busy_cores(sample_s: float = 0.25) -> float:
+    """How many cores other processes keep busy, sampled over ``sample_s`` seconds (0.0 if unknown)."""
+    a = _cpu_times()
+    own = time.process_time()
+    time.sleep(sample_s)
+    b = _cpu_times()
+    if a is None or b is None or b[1] <= a[1]:
+        return 0.0
+    ncpu = os.cpu_count() or 1
+    busy_frac = (b[0] - a[0]) / (b[1] - a[1])
+    own_cores = (time.process_time() - own) / sample_s  # this process's own share, not competition
+    return max(0.0, busy_frac * ncpu - own_cores)
+
+
+@functools.lru_cache(maxsize=1)
+def _free_cores() -> int:
+    cores = usable_cores()
+    return max(1, min(cores, math.floor(cores - busy_cores() + 0.5)))
 
 
 def auto_threads() -> int:
+    """``RLVR_THREADS`` if set, else the usable cores not busy with other processes (at least 1), sampled
+    once per process (a resumed or repeated run in the same process keeps the same count)."""
     env = os.environ.get("RLVR_THREADS")
     if env:
         return max(1, int(env))
-    return torch.get_num_threads()
+    return _free_cores()
 
 
 def apply_threads(threads: int | None) -> int:
