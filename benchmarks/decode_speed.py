@@ -1,0 +1,97 @@
+"""Generation-only speed of the ``hf`` and ``native`` rollout engines on the same requests.
+
+Both engines get the same model object, the same requests and the same seed, and are timed in turn
+(alternating, so load on a shared machine hits both alike). Generated tokens per second is the sum of
+completion lengths over the wall time of ``generate``; the script also checks that both engines produced
+the same tokens (they draw from the same distribution with the same random numbers), so the work is equal.
+
+    python benchmarks/decode_speed.py                     # tiny (128 x 2) and 512 x 8 Qwen2, 16 x 8 x 64
+    python benchmarks/decode_speed.py --prompts 32 --samples 8 --tokens 128 --repeats 5
+    python benchmarks/decode_speed.py --context 200       # 200 more prompt tokens: prefill sharing shows
+    python benchmarks/decode_speed.py --threads 0         # torch's default thread count instead of 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from rlvr.core.types import Example, GenerationRequest, SamplingParams
+from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
+from rlvr.rollout.hf import HFEngine
+from rlvr.rollout.native import NativeEngine
+
+SIZES = {
+    "tiny-128x2": TinyModelConfig(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=512,
+                                  max_positions=512),
+    "qwen2-512x8": TinyModelConfig(hidden_size=512, num_layers=8, num_heads=8, num_kv_heads=4,
+                                   intermediate_size=1536, max_positions=512),
+}
+
+
+def requests(n_prompts: int, n_samples: int, context: int = 0) -> list[GenerationRequest]:
+    """Prompts of different lengths (7 to 17 characters after ``context`` characters of preamble), so the
+    batch is left-padded."""
+    pre = ("Add the numbers. " * (context // 17 + 1))[:context]
+    return [GenerationRequest(Example(str(i), pre + f"{i * 37 % 100}+{i * 53 % 1000}=" + "?" * (i % 6), "0"),
+                              n_samples) for i in range(n_prompts)]
+
+
+def timed(engine, reqs, sampling) -> tuple[float, float, list]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = engine.generate(reqs, sampling)
+    return time.perf_counter() - t0, time.process_time() - c0, out
+
+
+def bench(name: str, cfg: TinyModelConfig, args) -> None:
+    tok = char_tokenizer()
+    model = build_tiny_model(cfg, tok, seed=0).eval()
+    reqs = requests(args.prompts, args.samples, args.context)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=args.tokens, seed=0)
+    rows = args.prompts * args.samples
+    engines = {"hf": HFEngine(model, tok, batch_size=rows), "native": NativeEngine(model, tok, batch_size=rows)}
+    times: dict[str, list[float]] = {k: [] for k in engines}
+    cpu: dict[str, list[float]] = {k: [] for k in engines}
+    outs = {}
+    for k, e in engines.items():  # warm-up
+        outs[k] = timed(e, reqs, sampling)[2]
+    for _ in range(args.repeats):
+        for k, e in engines.items():
+            dt, dc, outs[k] = timed(e, reqs, sampling)
+            times[k].append(dt)
+            cpu[k].append(dc)
+    tokens = sum(len(c) for c in outs["hf"])
+    params = sum(p.numel() for p in model.parameters()) / 1e6
+    width = max(len(c.prompt_ids) for c in outs["hf"])
+    print(f"\n{name}: {params:.1f}M params, {args.prompts} prompts (up to {width} tokens) x {args.samples} "
+          f"samples x {args.tokens} tokens ({tokens} generated), median of {args.repeats}")
+    base, base_cpu = statistics.median(times["hf"]), statistics.median(cpu["hf"])
+    for k in engines:
+        same = sum(a.completion_ids == b.completion_ids for a, b in zip(outs["hf"], outs[k]))
+        med, med_cpu = statistics.median(times[k]), statistics.median(cpu[k])
+        print(f"  {k:7s} wall {med * 1e3:8.1f} ms {tokens / med:8.0f} tok/s x{base / med:5.2f} | "
+              f"CPU {med_cpu * 1e3:8.1f} ms x{base_cpu / med_cpu:5.2f} | same tokens as hf: {same}/{len(outs[k])}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--context", type=int, default=0, help="characters of shared preamble per prompt")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's default)")
+    ap.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+    for name in args.sizes:
+        bench(name, SIZES[name], args)
+
+
+if __name__ == "__main__":
+    main()

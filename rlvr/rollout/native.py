@@ -1,0 +1,177 @@
+"""The ``native`` rollout engine: rlvr's own decode loop for Llama / Qwen2 / Mistral models.
+
+It answers the same contract as ``hf`` and samples from the same distribution, token for token:
+
+- temperature and top-p are applied with transformers' own ``TemperatureLogitsWarper`` and
+  ``TopPLogitsWarper``, in the order ``hf`` applies them, and the token is drawn as ``generate`` draws it
+  (``torch.multinomial(softmax(scores), 1)`` over all rows of the batch, finished rows included), so with
+  the same seed and batch size both engines draw the same tokens up to float rounding of the logits;
+- temperature 0 is greedy (``argmax`` of the logits);
+- the behaviour log-prob of a sampled token is ``log_softmax(logits / temperature)`` before top-p
+  truncation, what the trainer recomputes (``rlvr.models.logprobs.completion_logprobs``); greedy records
+  temperature 1, as ``hf`` does;
+- a row stops at its first EOS (finish reason ``"stop"``, EOS kept), else at ``max_new_tokens``
+  (``"length"``); the loop ends when every row has stopped.
+
+What makes it faster (``benchmarks/decode_speed.py`` measures it against ``hf``): each group's prompt is
+prefilled once and its KV cache copied to the group's ``n`` rows; the cache is allocated once per batch;
+and each step runs a lean forward (``rlvr/rollout/native_model.py``) and the sampler, nothing else.
+
+A model the decoder does not cover (another architecture, adapters, quantised layers) is served by the
+``hf`` engine instead, with a warning that says why; ``strict=True`` raises instead.
+
+There is no ``torch.compile`` path: compiling the decode step as written (the attended cache slice grows
+by one slot a step) recompiles every step until dynamo's limit and then runs eager, slower than not
+compiling (measured on CPU, ``benchmarks/README.md``); a compile-friendly step would attend over the whole
+static cache every step, twice the attention work on average, which CPU decoding cannot afford.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
+from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.rollout.base import ENGINES, encode_prompt
+from rlvr.rollout.hf import HFEngine
+from rlvr.rollout.native_model import Decoder, unsupported_reason
+
+__all__ = ["NativeEngine", "build_native_engine"]
+
+log = logging.getLogger(__name__)
+
+
+class _Sampler:
+    """Turns one step's ``[R, V]`` float32 logits into tokens and their behaviour log-probs."""
+
+    def __init__(self, sampling: SamplingParams):
+        self.greedy = sampling.greedy
+        self.temperature = 1.0 if self.greedy else sampling.temperature
+        self.warpers = []
+        if not self.greedy and sampling.temperature != 1.0:
+            self.warpers.append(TemperatureLogitsWarper(sampling.temperature))
+        if not self.greedy and sampling.top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(sampling.top_p))
+
+    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = F.log_softmax(logits / self.temperature if self.temperature != 1.0 else logits, dim=-1)
+        if self.greedy:
+            tokens = logits.argmax(-1)
+        else:
+            scores = logits
+            for warp in self.warpers:  # they ignore input_ids
+                scores = warp(None, scores)
+            tokens = torch.multinomial(F.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
+
+
+class NativeEngine:
+    """Batched sampling with a shared-prefix prefill and a static KV cache (see the module docstring)."""
+
+    def __init__(self, model, tokenizer, batch_size: int = 256, chat_template: bool = False):
+        reason = unsupported_reason(model)
+        if reason is not None:
+            raise ValueError(f"the native engine cannot decode this model: {reason}")
+        self.model, self.tokenizer = model, tokenizer
+        self.batch_size, self.chat_template = batch_size, chat_template
+        self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+        self.decoder = Decoder(model)
+        self._hf = HFEngine(model, tokenizer, batch_size=batch_size, chat_template=chat_template)
+
+    def sync_weights(self) -> None:
+        return None  # the decoder reads the trainer's module's weights at every call
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
+        if any(r.prefix_ids or r.max_new_tokens is not None or r.stop or r.stop_token_ids for r in requests):
+            # prefixes, per-request lengths and stops are not in the native decode loop yet; the hf engine
+            # samples the same distribution with the same tokens, so such calls go through it
+            return self._hf.generate(requests, sampling)
+        rows = []
+        for gi, req in enumerate(requests):
+            ids = encode_prompt(self.tokenizer, req.example.prompt, self.chat_template)
+            rows.extend((gi, req.example.id, ids) for _ in range(req.n))
+        device = next(self.model.parameters()).device
+        out: list[Completion] = []
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            for start in range(0, len(rows), self.batch_size):
+                out.extend(self._generate_chunk(rows[start: start + self.batch_size], sampling, device))
+        return out
+
+    def _prompts(self, rows, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The distinct prompts of a chunk (one per group present), left-padded, and each row's prompt."""
+        first: dict[int, int] = {}
+        for gi, _, _ in rows:
+            first.setdefault(gi, len(first))
+        prompts = [None] * len(first)
+        for gi, _, ids in rows:
+            prompts[first[gi]] = ids
+        width = max(map(len, prompts))
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+        row_group = torch.tensor([first[gi] for gi, _, _ in rows])
+        return ids.to(device), mask.to(device), row_group.to(device)
+
+    @torch.inference_mode()
+    def _generate_chunk(self, rows, sampling: SamplingParams, device) -> list[Completion]:
+        steps = sampling.max_new_tokens
+        sample = _Sampler(sampling)
+        ids, mask, row_group = self._prompts(rows, device)
+        n = len(rows)
+        new = torch.full((n, steps), self.pad_id, dtype=torch.long, device=device)
+        lps = torch.zeros(n, steps, dtype=torch.float32, device=device)
+        done = torch.zeros(n, dtype=torch.bool, device=device)
+        taken = 0
+        if steps > 0:
+            logits = self.decoder.start(ids, mask, row_group, steps)
+        for t in range(steps):
+            tokens, lp = sample(logits)
+            tokens = tokens.masked_fill(done, self.pad_id)  # what ``generate`` feeds a finished row
+            new[:, t], lps[:, t] = tokens, lp
+            taken = t + 1
+            done |= tokens == self.eos_id
+            if t + 1 == steps or bool(done.all()):
+                break
+            logits = self.decoder.step(tokens, t)
+        self.decoder.release()  # the cache is not kept between calls: the trainer needs the memory
+        return self._completions(rows, new[:, :taken].cpu(), lps[:, :taken].cpu())
+
+    def _completions(self, rows, new: torch.Tensor, lp: torch.Tensor) -> list[Completion]:
+        completions = []
+        for i, (gi, ex_id, ids) in enumerate(rows):
+            toks = new[i].tolist()
+            if self.eos_id in toks:
+                toks, reason = toks[: toks.index(self.eos_id) + 1], "stop"
+            else:
+                reason = "length"
+            text = self.tokenizer.decode(toks, skip_special_tokens=True)
+            completions.append(Completion(ex_id, list(ids), toks, lp[i, : len(toks)].tolist(), reason, text,
+                                          group=gi))
+        return completions
+
+
+def build_native_engine(model, tokenizer, batch_size: int = 256, chat_template: bool = False,
+                        strict: bool = False):
+    """A :class:`NativeEngine`, or the ``hf`` engine (with a warning saying why) for a model it cannot
+    decode; ``strict=True`` raises instead of falling back."""
+    reason = unsupported_reason(model)
+    if reason is None:
+        return NativeEngine(model, tokenizer, batch_size=batch_size, chat_template=chat_template)
+    if strict:
+        raise ValueError(f"rollout.engine=native cannot decode this model: {reason}")
+    log.warning("rollout.engine=native: %s; generating with the hf engine instead", reason)
+    return HFEngine(model, tokenizer, batch_size=batch_size, chat_template=chat_template)
+
+
+@ENGINES.register("native")
+def _build_native(model, tokenizer, batch_size: int = 256, chat_template: bool = False, **_):
+    """rlvr's decoder for Llama / Qwen2 / Mistral: shared prompt prefill, static KV cache (falls back to hf)."""
+    return build_native_engine(model, tokenizer, batch_size=batch_size, chat_template=chat_template)
