@@ -17,14 +17,13 @@ from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValida
 
 import rlvr.algorithms  # noqa: F401  (registers components)
 from rlvr.algorithms.kl_schedules import KL_SCHEDULES
-import rlvr.envs  # noqa: F401  (environments, the multiturn engine wrapper)
 import rlvr.rollout  # noqa: F401
 import rlvr.tasks  # noqa: F401
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGATIONS, CLIP_RULES, CORRECTIONS,
                                      KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
-from rlvr.envs.wrapper import MultiTurnConfig
+from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
 from rlvr.models.loading import ModelConfig
 from rlvr.optim import OPTIMIZERS
 from rlvr.registry import Params, Registry, RegistryError
