@@ -70,11 +70,13 @@ def _truncate(tokenizer, ex: Example, limit: int, chat: bool) -> Example | None:
 
 
 def fit_prompts(task, tokenizer, model, max_new_tokens: int, max_prompt_tokens: int | None = None,
-                overflow: str = "error", chat_template: bool = False) -> PromptReport:
-    """Check (and per ``overflow``, drop or truncate in place) every split's prompts; see the module doc."""
+                overflow: str = "error", chat_template: bool = False,
+                completion_name: str = "rollout.max_new_tokens") -> PromptReport:
+    """Check (and per ``overflow``, drop or truncate in place) every split's prompts; see the module doc.
+    ``completion_name`` names where the completion bound ``max_new_tokens`` comes from, for messages."""
     positions = max_positions(model)
     if positions is not None and positions <= max_new_tokens:
-        raise PromptLimitError(f"rollout.max_new_tokens={max_new_tokens} leaves no room for a prompt: the model "
+        raise PromptLimitError(f"{completion_name}={max_new_tokens} leaves no room for a prompt: the model "
                                f"takes at most {positions} positions")
     room = None if positions is None else positions - max_new_tokens
     bounds = [x for x in (room, max_prompt_tokens) if x is not None]
@@ -93,11 +95,11 @@ def fit_prompts(task, tokenizer, model, max_new_tokens: int, max_prompt_tokens: 
             worst = max(over, key=lambda i: lengths[i])
             why = (f"data.max_prompt_tokens={max_prompt_tokens}" if max_prompt_tokens is not None and
                    (room is None or max_prompt_tokens < room) else
-                   f"the model's {positions} positions minus rollout.max_new_tokens={max_new_tokens}")
+                   f"the model's {positions} positions minus {completion_name}={max_new_tokens}")
             raise PromptLimitError(
                 f"{len(over)} of {len(examples)} prompts in split {split!r} are longer than {limit} tokens ({why}); "
                 f"the longest, {examples[worst].id!r}, has {lengths[worst]}. Shorten them, lower "
-                f"rollout.max_new_tokens, or set data.prompt_overflow to drop or truncate_left")
+                f"{completion_name.split(' ')[0]}, or set data.prompt_overflow to drop or truncate_left")
         kept, bad = [], set(over)
         for i, ex in enumerate(examples):
             if i not in bad:

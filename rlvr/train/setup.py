@@ -86,9 +86,14 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     where = (model_cfg or cfg.model).path or "the built-in tiny model"
     check_chat_template(tokenizer, cfg.model.chat_template, [e for s in task.splits for e in task.examples(s)], where)
     mt = cfg.rollout.multiturn  # an episode's completion holds every turn and observation
-    completion = mt.completion_bound(cfg.rollout.max_new_tokens) if mt.env is not None else cfg.rollout.max_new_tokens
+    completion, name = cfg.rollout.max_new_tokens, "rollout.max_new_tokens"
+    if mt.env is not None:
+        completion = mt.completion_bound(cfg.rollout.max_new_tokens)
+        name = ("rollout.multiturn.max_tokens" if mt.max_tokens is not None else
+                "an episode's longest completion (rollout.multiturn: max_turns x (turn tokens + "
+                "max_observation_tokens); set rollout.multiturn.max_tokens to bound it)")
     report = fit_prompts(task, tokenizer, model, completion, cfg.data.max_prompt_tokens,
-                         cfg.data.prompt_overflow, cfg.model.chat_template)
+                         cfg.data.prompt_overflow, cfg.model.chat_template, name)
     if any(s["dropped"] or s["truncated"] for s in report.splits.values()):
         _say(report.summary())
     if check_scoring and "train" in task.splits:
