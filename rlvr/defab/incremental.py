@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import gc
 from itertools import product
-from typing import Iterable, Iterator, NamedTuple, Optional, Union
+from typing import Iterable, NamedTuple, Optional, Union
 
 from rlvr.defab.engine import Conclusions, _Closure, _Compiled, derive, resolve_variant
 from rlvr.defab.ground import _extend, _LitCache, _matches, _pattern, ground_with_domains

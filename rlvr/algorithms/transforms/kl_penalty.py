@@ -11,7 +11,6 @@ first among the reward transforms; the loss then carries no KL term.
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import KL_ESTIMATORS, REWARD_TRANSFORMS, TransformInputs, TransformOutput
