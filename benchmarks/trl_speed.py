@@ -46,7 +46,7 @@ from rlvr.core.types import Example
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.tasks.base import Task, WeightedVerifier
 from rlvr.train.loop import rl_step
-from rlvr.train.run import _components
+from rlvr.train.setup import build_components
 from rlvr.verifiers.base import from_callable
 from trl_speed_support import SamplingCheck, profile_rlvr  # this script's folder is on sys.path
 
@@ -167,7 +167,7 @@ class Rlvr:
         model.generation_config.min_new_tokens = a.new_tokens  # the hf engine's generate picks it up: no EOS
         examples = [Example(f"p{i}", p, "") for i, p in enumerate(prompts)]
         task = Task("hash_bits", {"train": examples}, [WeightedVerifier(from_callable(hash_reward, "hash_bit"))])
-        self.c = _components(self.cfg, model, tok, task, torch.device("cpu"))
+        self.c = build_components(self.cfg, model, tok, task, torch.device("cpu"))
 
     def step(self) -> None:
         SamplingCheck.label = "rlvr"

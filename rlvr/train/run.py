@@ -38,9 +38,6 @@ from rlvr.train.update import NonFiniteError
 __all__ = ["train", "resume", "build_task", "build_components", "run_eval", "seed_everything", "pick_device",
            "make_run_dir", "eval_model", "run_sft"]
 
-_components = build_components  # the name benchmarks and tests used before it was public
-
-
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 

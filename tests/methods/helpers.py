@@ -12,7 +12,7 @@ import torch
 from rlvr.config import load_config, needs_reference
 from rlvr.models.loading import load_model
 from rlvr.train.loop import rl_step
-from rlvr.train.run import _components, build_task, seed_everything
+from rlvr.train.setup import build_components, build_task, seed_everything
 
 __all__ = ["TINY", "tiny_overrides", "run_recipe_steps", "recipe_trains"]
 
@@ -44,7 +44,7 @@ def run_recipe_steps(recipe: str, tmp_path: Path, steps: int = 2, overrides: lis
     model, tok = load_model(cfg.model, seed=cfg.seed)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if needs_reference(cfg) else None
     seed_everything(cfg.seed)
-    c = _components(cfg, model, tok, build_task(cfg), torch.device("cpu"), ref)
+    c = build_components(cfg, model, tok, build_task(cfg), torch.device("cpu"), ref)
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
     metrics = [rl_step(cfg, c, step) for step in range(steps)]
     after = {k: v.detach().clone() for k, v in model.state_dict().items()}
