@@ -24,6 +24,7 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
+from rlvr.rollout.vllm_config import VLLMConfig
 from rlvr.models.loading import ModelConfig
 from rlvr.optim import OPTIMIZERS
 from rlvr.registry import Params, Registry, RegistryError
@@ -125,6 +126,7 @@ class RolloutConfig(Section):
     param_noise: ParamNoiseConfig = Field(default_factory=ParamNoiseConfig)
     guidance: GuidanceConfig = Field(default_factory=GuidanceConfig)
     multiturn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
+    vllm: VLLMConfig = Field(default_factory=VLLMConfig)
 
 
 class ScoringConfig(Section):

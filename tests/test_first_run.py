@@ -146,6 +146,31 @@ def test_missing_logging_backend_fails_before_any_work(tmp_path, monkeypatch):
     assert time.perf_counter() - t0 < 20 and not (tmp_path / "r" / "eval").exists()
 
 
+def test_vllm_engine_without_vllm_or_with_sleep_mode_on_cpu_fails_before_any_work(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    t0 = time.perf_counter()
+    with pytest.raises(SetupError, match=r"needs vLLM.*pip install 'rlvr\[vllm\]'.*scripts/setup_vllm.sh"):
+        train(load_config(overrides=[f"out={tmp_path / 'a'}", "rollout.engine=vllm"]))
+    assert time.perf_counter() - t0 < 20 and not (tmp_path / "a" / "sft_model").exists()
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+        with pytest.raises(SetupError, match="sleep_mode=true needs a GPU"):
+            train(load_config(overrides=[f"out={tmp_path / 'b'}", "rollout.engine=vllm", "rollout.vllm.sleep_mode=true"]))
+
+
+def test_bad_vllm_settings_are_config_errors():
+    from rlvr.config_errors import ConfigError
+
+    for bad in ("rollout.vllm.gpu_memory_utilization=1.5", "rollout.vllm.tensor_parallel_size=0",
+                "rollout.vllm.dtype=float8", "rollout.vllm.kv_cache_gib=0", "rollout.vllm.unknown=1"):
+        with pytest.raises((ConfigError, ValueError)):
+            load_config(overrides=["rollout.engine=vllm", bad])
+
+
 def test_cuda_without_a_gpu_and_group_size_one(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(SetupError, match="no CUDA device"):

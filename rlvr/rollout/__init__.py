@@ -1,6 +1,6 @@
 """Rollout engines."""
 
-from rlvr.rollout import guidance, hf, native, param_noise  # noqa: F401  (registration: engines, engine wrappers)
+from rlvr.rollout import guidance, hf, native, param_noise, vllm_engine  # noqa: F401  (registration: engines, engine wrappers)
 from rlvr.rollout.base import ENGINES, RolloutEngine, encode_prompt
 from rlvr.rollout.hf import HFEngine
 from rlvr.rollout.native import NativeEngine

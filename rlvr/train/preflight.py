@@ -30,6 +30,12 @@ def check_packages(cfg) -> None:
         if module is not None and importlib.util.find_spec(module) is None:
             raise SetupError(f"logging backend {backend!r} needs the {module!r} package, which is not installed: "
                              f"pip install 'rlvr[{backend}]', or remove it from logging.backends")
+    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise SetupError("rollout.engine=vllm needs vLLM, which is not installed: pip install 'rlvr[vllm]' on a GPU "
+                         "machine, or bash scripts/setup_vllm.sh for vLLM's CPU build; or use rollout.engine=hf")
+    if cfg.rollout.engine == "vllm" and cfg.rollout.vllm.sleep_mode and not torch.cuda.is_available():
+        raise SetupError("rollout.vllm.sleep_mode=true needs a GPU (vLLM's sleep mode frees CUDA memory); set it to "
+                         "false on CPU")
 
 
 def check_device(name: str) -> None:

