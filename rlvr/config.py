@@ -24,6 +24,9 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
+from rlvr.rollout.guidance import GuidanceConfig
+from rlvr.rollout.param_noise import ParamNoiseConfig
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
 from rlvr.rollout.vllm_config import VLLMConfig
 from rlvr.models.loading import ModelConfig
 from rlvr.optim import OPTIMIZERS
@@ -91,30 +94,6 @@ def _named(registry: Registry) -> Any:
     return Annotated[str, PlainValidator(validate), WithJsonSchema({"type": "string"})]
 
 
-class ParamNoiseConfig(Section):
-    """PSN-RLVR parameter-space noise on training rollouts (rlvr.rollout.param_noise)."""
-
-    sigma: float = Field(0.0, ge=0.0, description="initial std of the Gaussian noise added to every weight "
-                                                  "while generating training rollouts (0: off)")
-    adaptive: bool = Field(False, description="adapt sigma after each generation call (RECONSTRUCTED rule)")
-    diversity_target: float = Field(0.75, gt=0.0, le=1.0, description="distinct-completion fraction per group "
-                                                                      "at which sigma stops growing")
-    certainty_floor: float = Field(0.1, ge=0.0, lt=1.0, description="mean geometric-mean token probability "
-                                                                    "under the noise below which sigma shrinks")
-    factor: float = Field(1.01, gt=1.0, description="multiplicative sigma step (Plappert et al. 2018: 1.01)")
-    sigma_min: float = Field(1e-6, gt=0.0, description="adaptive sigma lower bound")
-    sigma_max: float = Field(0.1, gt=0.0, description="adaptive sigma upper bound")
-
-
-class GuidanceConfig(Section):
-    """Guided rollouts for OC-GRPO (rlvr.rollout.guidance): a fraction of each group sees prompt + hint."""
-
-    fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of each group generated with the hint "
-                                                             "(round(fraction x n) completions; 0: off)")
-    hint: str = Field(" {answer}\n", description="text appended to the prompt of guided rollouts ({answer}: "
-                                                  "the gold answer, {target}: the reference solution)")
-
-
 class RolloutConfig(Section):
     engine: _named(ENGINES) = Field("hf", description="rollout engine")
     prompts_per_step: int = Field(32, gt=0, description="prompts (groups) sampled per training step")
@@ -126,6 +105,9 @@ class RolloutConfig(Section):
     param_noise: ParamNoiseConfig = Field(default_factory=ParamNoiseConfig)
     guidance: GuidanceConfig = Field(default_factory=GuidanceConfig)
     multiturn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
+    strategy: _component(ROLLOUT_STRATEGIES, "plain") = Field({"name": "plain"}, validate_default=True,
+                                                              description="how rollouts are produced around the "
+                                                              "engine (rlvr.rollout.strategies)")
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
 
 

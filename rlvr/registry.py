@@ -101,6 +101,11 @@ class Registry(Generic[F]):
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (a plugin replacing a component, or a test that registered one)."""
+        self.get(name)
+        del self._entries[name]
+
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 

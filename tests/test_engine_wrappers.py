@@ -76,7 +76,7 @@ def tiny():
 
 
 def test_builtin_wrappers_are_registered_in_order():
-    assert ENGINE_WRAPPERS.names()[:3] == ["multiturn", "guidance", "param_noise"]  # episodes innermost
+    assert ENGINE_WRAPPERS.names()[:4] == ["multiturn", "strategy", "guidance", "param_noise"]  # episodes innermost
     with pytest.raises(ValueError, match="already registered"):
         ENGINE_WRAPPERS.register("guidance", order=1)(lambda *a: None)
     with pytest.raises(ValueError, match="order 100 is taken by 'guidance'"):
@@ -150,3 +150,39 @@ def test_a_registered_wrapper_is_trained_through_checkpointed_and_resumed(counti
     resume(part / "checkpoints" / "step_000001")
     assert len(counting) == 2 and counting[-1].calls == trainer.calls  # restored from step 1, then counted on
     assert _engine_state(part, 2) == _engine_state(run, 2)
+
+
+def test_a_registered_rollout_strategy_wraps_training_rollouts_with_its_params(tmp_path):
+    """``rollout.strategy`` names a strategy in ROLLOUT_STRATEGIES; its params are validated at config load,
+    it wraps training rollouts (named "strategy", between multi-turn and guidance) and evaluation skips it."""
+    from rlvr.registry import Params
+    from rlvr.rollout import ROLLOUT_STRATEGIES
+
+    class Tagging(Params):
+        tag: str
+
+    built = []
+
+    class Strategy(CountingEngine):
+        name = "strategy"
+
+    @ROLLOUT_STRATEGIES.register("tagging", params=Tagging)
+    def tagging(engine, model, tokenizer, params, rollout_cfg, chat_template=False):
+        """Counts calls (test strategy)."""
+        built.append((params.tag, Strategy(engine)))
+        return built[-1][1]
+
+    try:
+        with pytest.raises(ValueError, match="tag"):
+            load_config(overrides=tiny_overrides(tmp_path) + ["rollout.strategy.name=tagging"])
+        with pytest.raises(ValueError, match="unknown rollout strategy 'nope'.*plain"):
+            load_config(overrides=tiny_overrides(tmp_path) + ["rollout.strategy=nope"])
+        cfg = load_config(overrides=tiny_overrides(tmp_path) + ["rollout.strategy.name=tagging",
+                                                                 "rollout.strategy.tag=x", "train.steps=2"])
+        train(cfg)
+        (tag, strategy), = built
+        assert tag == "x" and strategy.calls == 2  # one call per training step; evaluations bypass it
+        assert load_config(overrides=tiny_overrides(tmp_path)).rollout.strategy.name == "plain"
+    finally:
+        ROLLOUT_STRATEGIES.unregister("tagging")
+    assert "tagging" not in ROLLOUT_STRATEGIES

@@ -241,3 +241,20 @@ def test_cli_trains_a_few_steps_with_vllm(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     lines = [json.loads(x) for x in (tmp_path / "cli" / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and all("logp_mismatch" in m for m in lines)
+
+
+def test_parameter_noise_reaches_the_engine_and_leaves_it_clean():
+    """PSN-RLVR perturbs the trainer's module; vllm holds its own copy, so the noisy weights are pushed for
+    the call and the clean ones after it."""
+    from rlvr.rollout.param_noise import ParamNoiseConfig, ParamNoiseEngine
+
+    model = chaotic_model(seed=2)
+    engine = VLLMEngine(model, TOK)
+    noisy = ParamNoiseEngine(engine, model, ParamNoiseConfig(sigma=0.05))
+    s = SamplingParams(1.0, max_new_tokens=8, seed=4)
+    out = noisy.generate(REQS, s)
+    lp, batch = trainer_logprobs(model, out, 1.0)  # the clean weights are back in the trainer
+    assert (lp - batch.behaviour_logp).abs().max() > 1e-2  # sampled under the noise
+    clean = engine.generate(REQS, s)
+    lp, batch = trainer_logprobs(model, clean, 1.0)
+    torch.testing.assert_close(lp, batch.behaviour_logp, rtol=0, atol=1e-4)

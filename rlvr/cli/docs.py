@@ -21,6 +21,7 @@ from rlvr.sampling import ALLOCATORS, SAMPLERS
 from rlvr.config import Component, RunConfig
 from rlvr.registry import Registry
 from rlvr.rollout.base import ENGINES
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
 from rlvr.tasks.base import TASKS
 
 __all__ = ["config_reference"]
@@ -88,7 +89,7 @@ def config_reference() -> str:
                        ("algorithm.correction", CORRECTIONS), ("algorithm.kl.estimator", KL_ESTIMATORS),
                        ("algorithm.kl.schedule", KL_SCHEDULES), ("optim.optimizer", OPTIMIZERS),
                        ("data.sampler", SAMPLERS), ("data.budget", ALLOCATORS),
-                       ("rollout.engine", ENGINES)]:
+                       ("rollout.engine", ENGINES), ("rollout.strategy", ROLLOUT_STRATEGIES)]:
         lines += _components(title, reg)
     return "\n".join(lines).rstrip() + "\n"
 

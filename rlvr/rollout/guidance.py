@@ -20,12 +20,24 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.rollout.base import encode_prompt
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS
 
-__all__ = ["GuidedCompletion", "GuidedEngine", "guided_rows", "guided_count", "guided_example", "build_guidance"]
+__all__ = ["GuidanceConfig", "GuidedCompletion", "GuidedEngine", "guided_rows", "guided_count", "guided_example",
+           "build_guidance"]
+
+
+class GuidanceConfig(BaseModel):
+    """Guided rollouts for OC-GRPO (rlvr.rollout.guidance): a fraction of each group sees prompt + hint."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of each group generated with the hint "
+                                                             "(round(fraction x n) completions; 0: off)")
+    hint: str = Field(" {answer}\n", description="text appended to the prompt of guided rollouts ({answer}: "
+                                                  "the gold answer, {target}: the reference solution)")
 
 
 @dataclass

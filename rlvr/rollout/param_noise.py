@@ -34,11 +34,28 @@ import math
 from typing import Any, Sequence
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, base_engine
 
-__all__ = ["ParamNoiseEngine", "NoiseSchedule", "perturbed", "diversity", "certainty", "build_param_noise"]
+__all__ = ["ParamNoiseConfig", "ParamNoiseEngine", "NoiseSchedule", "perturbed", "diversity", "certainty", "build_param_noise"]
+
+
+class ParamNoiseConfig(BaseModel):
+    """PSN-RLVR parameter-space noise on training rollouts (rlvr.rollout.param_noise)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    sigma: float = Field(0.0, ge=0.0, description="initial std of the Gaussian noise added to every weight "
+                                                  "while generating training rollouts (0: off)")
+    adaptive: bool = Field(False, description="adapt sigma after each generation call (RECONSTRUCTED rule)")
+    diversity_target: float = Field(0.75, gt=0.0, le=1.0, description="distinct-completion fraction per group "
+                                                                      "at which sigma stops growing")
+    certainty_floor: float = Field(0.1, ge=0.0, lt=1.0, description="mean geometric-mean token probability "
+                                                                    "under the noise below which sigma shrinks")
+    factor: float = Field(1.01, gt=1.0, description="multiplicative sigma step (Plappert et al. 2018: 1.01)")
+    sigma_min: float = Field(1e-6, gt=0.0, description="adaptive sigma lower bound")
+    sigma_max: float = Field(0.1, gt=0.0, description="adaptive sigma upper bound")
 
 
 def diversity(requests: Sequence[GenerationRequest], completions: Sequence[Completion]) -> float | None:
@@ -129,7 +146,9 @@ class ParamNoiseEngine:
         seed = sampling.seed if sampling.seed is not None else self.schedule.calls
         seed = (seed * 2_654_435_761 + 97) % (2**31 - 1)  # not the sampling stream's own seed
         with perturbed(self.model, self.schedule.sigma, seed):
+            self.inner.sync_weights()  # an engine with its own copy of the weights (vllm) takes the noisy ones
             out = self.inner.generate(requests, sampling)
+        self.inner.sync_weights()  # and the clean ones again before its next call
         self.schedule.observe(diversity(requests, out), certainty(out))
         return out
 
@@ -159,5 +178,6 @@ def build_param_noise(engine: Any, model, tokenizer, rollout_cfg,
         return None
     if getattr(base_engine(engine), "model", None) is not model:
         raise ValueError("rollout.param_noise perturbs the trainer's module in place, so it needs an engine "
-                         f"that generates with it (hf); {rollout_cfg.engine!r} does not")
+                         f"that generates with it or syncs from it (hf, native, vllm); {rollout_cfg.engine!r} "
+                         "does neither")
     return ParamNoiseEngine(engine, model, pn)

@@ -1,0 +1,40 @@
+"""Rollout strategies: how a step's rollouts are produced around an engine (``rollout.strategy``).
+
+Plain sampling asks the engine for ``n`` independent completions per prompt. A strategy produces them
+another way (reusing earlier completions as speculative prefixes, growing trees, pruning partial rollouts)
+by sending the engine requests of its own: prefixes to continue, per-request lengths and stops
+(:class:`~rlvr.core.types.GenerationRequest`). It returns ordinary completions, whose ``segments`` and
+``loss_mask`` say which tokens were sampled and which were reused or inserted, so advantages, objectives and
+aggregations need no change.
+
+A strategy is registered in :data:`ROLLOUT_STRATEGIES` with a params model; its function,
+``fn(engine, model, tokenizer, params, rollout_cfg, chat_template)``, returns an engine wrapper named
+``"strategy"`` (:class:`~rlvr.rollout.wrappers.EngineWrapper`: ``inner``, ``name``, ``generate``,
+``sync_weights``, optionally ``state_dict`` / ``load_state_dict`` / ``metrics``), or ``None`` for the engine
+as it is. The wrapper sits outside multi-turn episodes and inside guidance and parameter noise
+(:data:`~rlvr.rollout.wrappers.ENGINE_WRAPPERS` order 75). ``plain``, the default, is no strategy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.registry import Registry
+from rlvr.rollout.wrappers import ENGINE_WRAPPERS
+
+__all__ = ["ROLLOUT_STRATEGIES", "build_strategy"]
+
+ROLLOUT_STRATEGIES: Registry = Registry("rollout strategy")
+
+
+@ROLLOUT_STRATEGIES.register("plain")
+def _plain(engine: Any, model, tokenizer, params, rollout_cfg, chat_template: bool = False) -> None:
+    """Independent samples from the engine (no strategy)."""
+    return None
+
+
+@ENGINE_WRAPPERS.register("strategy", order=75)
+def build_strategy(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> Any:
+    """The configured ``rollout.strategy`` around the engine (outside multi-turn, inside guidance)."""
+    comp = rollout_cfg.strategy
+    return ROLLOUT_STRATEGIES.get(comp.name).fn(engine, model, tokenizer, comp.params, rollout_cfg, chat_template)
