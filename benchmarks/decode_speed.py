@@ -1,9 +1,11 @@
-"""Generation-only speed of the ``hf`` and ``native`` rollout engines on the same requests.
+"""Generation-only speed of the ``hf``, ``native`` and (when installed) ``vllm`` rollout engines.
 
 Both engines get the same model object, the same requests and the same seed, and are timed in turn
 (alternating, so load on a shared machine hits both alike). Generated tokens per second is the sum of
 completion lengths over the wall time of ``generate``; the script also checks that both engines produced
 the same tokens (they draw from the same distribution with the same random numbers), so the work is equal.
+``vllm`` draws its own random numbers, so its tokens/s counts the tokens it generated (EOS ends rows at
+random in all three).
 
     python benchmarks/decode_speed.py                     # tiny (128 x 2) and 512 x 8 Qwen2, 16 x 8 x 64
     python benchmarks/decode_speed.py --prompts 32 --samples 8 --tokens 128 --repeats 5
@@ -53,6 +55,10 @@ def bench(name: str, cfg: TinyModelConfig, args) -> None:
     sampling = SamplingParams(temperature=1.0, max_new_tokens=args.tokens, seed=0)
     rows = args.prompts * args.samples
     engines = {"hf": HFEngine(model, tok, batch_size=rows), "native": NativeEngine(model, tok, batch_size=rows)}
+    if "vllm" in args.engines:
+        from rlvr.rollout.vllm_engine import VLLMEngine
+
+        engines["vllm"] = VLLMEngine(model, tok, batch_size=rows)
     times: dict[str, list[float]] = {k: [] for k in engines}
     cpu: dict[str, list[float]] = {k: [] for k in engines}
     outs = {}
@@ -69,11 +75,14 @@ def bench(name: str, cfg: TinyModelConfig, args) -> None:
     print(f"\n{name}: {params:.1f}M params, {args.prompts} prompts (up to {width} tokens) x {args.samples} "
           f"samples x {args.tokens} tokens ({tokens} generated), median of {args.repeats}")
     base, base_cpu = statistics.median(times["hf"]), statistics.median(cpu["hf"])
+    base_tps, base_cpu_tps = tokens / base, tokens / base_cpu
     for k in engines:
         same = sum(a.completion_ids == b.completion_ids for a, b in zip(outs["hf"], outs[k]))
         med, med_cpu = statistics.median(times[k]), statistics.median(cpu[k])
-        print(f"  {k:7s} wall {med * 1e3:8.1f} ms {tokens / med:8.0f} tok/s x{base / med:5.2f} | "
-              f"CPU {med_cpu * 1e3:8.1f} ms x{base_cpu / med_cpu:5.2f} | same tokens as hf: {same}/{len(outs[k])}")
+        n = sum(len(c) for c in outs[k])  # vllm draws other random numbers: its own token count
+        check = f"same tokens as hf: {same}/{len(outs[k])}" if k != "vllm" else f"{n} tokens (own sampler)"
+        print(f"  {k:7s} wall {med * 1e3:8.1f} ms {n / med:8.0f} tok/s x{n / med / base_tps:5.2f} | "
+              f"CPU {med_cpu * 1e3:8.1f} ms x{n / med_cpu / base_cpu_tps:5.2f} | {check}")
 
 
 def main() -> None:
@@ -85,7 +94,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's default)")
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    ap.add_argument("--engines", nargs="+", default=["hf", "native", "vllm"], choices=["hf", "native", "vllm"],
+                    help="hf and native always run; vllm when installed (scripts/setup_vllm.sh)")
     args = ap.parse_args()
+    import importlib.util
+
+    if "vllm" in args.engines and importlib.util.find_spec("vllm") is None:
+        print("vllm skipped: not installed (bash scripts/setup_vllm.sh, then run from .venv-vllm)")
+        args.engines = [e for e in args.engines if e != "vllm"]
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")

@@ -31,6 +31,7 @@ Usage: python benchmarks/trl_speed.py [--steps 15] [--warmup 3] [--prompts 16] [
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import tempfile
@@ -43,7 +44,7 @@ import torch
 
 from rlvr.config import RunConfig
 from rlvr.core.types import Example
-from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
+from rlvr.models.tiny import TinyModelConfig
 from rlvr.tasks.base import Task, WeightedVerifier
 from rlvr.train.loop import rl_step
 from rlvr.train.setup import build_components
@@ -67,6 +68,44 @@ def make_prompts(n: int, seed: int) -> list[str]:
 def tiny_config(a) -> TinyModelConfig:
     return TinyModelConfig(hidden_size=a.hidden, num_layers=a.layers, num_heads=4, num_kv_heads=2,
                            intermediate_size=4 * a.hidden, max_positions=32 + a.new_tokens)
+
+
+def workload_tokenizer():
+    """The character tokenizer with its EOS moved past the model's vocabulary (the model has
+    ``len(tok) - 1`` logits), so no framework or engine can sample it: every completion is exactly
+    ``--new-tokens`` long without a length processor, in ``generate``-based and other engines alike."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from rlvr.models.tiny import CHARSET
+
+    vocab = {"<pad>": 0, "<unk>": 1}
+    for ch in CHARSET:
+        vocab.setdefault(ch, len(vocab))
+    vocab["<eos>"] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
+                                   padding_side="left")
+
+
+def workload_model(a, tok):
+    """The tiny Qwen2 of ``rlvr.models.tiny`` over every token but EOS (same init seed in every framework)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    c = tiny_config(a)
+    cfg = Qwen2Config(vocab_size=len(tok) - 1, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                      num_hidden_layers=c.num_layers, num_attention_heads=c.num_heads,
+                      num_key_value_heads=c.num_kv_heads, max_position_embeddings=c.max_positions,
+                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                      bos_token_id=tok.eos_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(a.seed)
+        model = Qwen2ForCausalLM(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return model
 
 
 class Phases:
@@ -98,8 +137,8 @@ class Floor:
 
     def __init__(self, a, prompts: list[str]):
         self.a, self.prompts, self.phases = a, prompts, Phases()
-        self.tok = char_tokenizer()
-        self.model = build_tiny_model(tiny_config(a), self.tok, seed=a.seed)
+        self.tok = workload_tokenizer()
+        self.model = workload_model(a, self.tok)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=a.lr, weight_decay=0.0)
         self.i = 0
 
@@ -113,7 +152,7 @@ class Floor:
         enc = tok([p for p in batch for _ in range(a.group)], return_tensors="pt", padding=True)
         model.eval()
         with torch.no_grad():
-            seq = model.generate(**enc, do_sample=True, max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens,
+            seq = model.generate(**enc, do_sample=True, max_new_tokens=a.new_tokens,
                                  temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.pad_token_id,
                                  eos_token_id=tok.eos_token_id)
         t1 = time.perf_counter()
@@ -143,16 +182,16 @@ class Floor:
 # ---------------------------------------------------------------------------------------------- rlvr
 
 class Rlvr:
-    """``rl_step`` over Components built as ``rlvr train`` builds them."""
+    """``rl_step`` over Components built as ``rlvr train`` builds them, with rollout engine ``engine``."""
 
-    def __init__(self, a, prompts: list[str]):
-        self.a, self.phases, self.step_i = a, Phases(), 0
+    def __init__(self, a, prompts: list[str], engine: str = "hf"):
+        self.a, self.phases, self.step_i, self.engine = a, Phases(), 0, engine
         n = a.prompts * a.group
         t = tiny_config(a)
         self.cfg = RunConfig.model_validate({
             "seed": a.seed, "device": "cpu",
             "model": {"tiny": t.model_dump()},
-            "rollout": {"prompts_per_step": a.prompts, "group_size": a.group, "max_new_tokens": a.new_tokens,
+            "rollout": {"engine": engine, "prompts_per_step": a.prompts, "group_size": a.group, "max_new_tokens": a.new_tokens,
                         "temperature": 1.0, "top_p": 1.0, "batch_size": n},
             "algorithm": {"advantage": {"name": "grpo"},
                           "objective": {"name": "ppo_clip", "clip_low": CLIP, "clip_high": CLIP},
@@ -162,21 +201,21 @@ class Rlvr:
             "train": {"steps": a.warmup + a.steps, "micro_batch_size": n, "eval_every": 0},
             "sft": {"steps": 0},
         })
-        tok = char_tokenizer()
-        model = build_tiny_model(t, tok, seed=a.seed)
-        model.generation_config.min_new_tokens = a.new_tokens  # the hf engine's generate picks it up: no EOS
+        tok = workload_tokenizer()
+        model = workload_model(a, tok)
         examples = [Example(f"p{i}", p, "") for i, p in enumerate(prompts)]
         task = Task("hash_bits", {"train": examples}, [WeightedVerifier(from_callable(hash_reward, "hash_bit"))])
         self.c = build_components(self.cfg, model, tok, task, torch.device("cpu"))
 
     def step(self) -> None:
-        SamplingCheck.label = "rlvr"
+        SamplingCheck.label = f"rlvr-{self.engine}"
         self.phases.start()
         m = rl_step(self.cfg, self.c, self.step_i)
         self.phases.stop()
         self.step_i += 1
         if m["completion_length"] != self.a.new_tokens:
-            raise RuntimeError(f"rlvr completions are {m['completion_length']} tokens, not {self.a.new_tokens}")
+            raise RuntimeError(f"rlvr ({self.engine}) completions are {m['completion_length']} tokens, "
+                               f"not {self.a.new_tokens}")
         self.phases.add("generate", m["time/rollout"])
         self.phases.add("score", m["time/score"])
         self.phases.add("update", m["time/update"])
@@ -208,13 +247,13 @@ def build_trl(a, prompts: list[str], on_step_end, out_dir: str):
         use_cpu=True, bf16=False, fp16=False, seed=a.seed, **no_ckpt,
         per_device_train_batch_size=n, gradient_accumulation_steps=1, steps_per_generation=1,
         num_generations=a.group, num_iterations=1, max_completion_length=a.new_tokens,
-        generation_kwargs={"min_new_tokens": a.new_tokens}, temperature=1.0, top_p=1.0, top_k=0,
+        temperature=1.0, top_p=1.0, top_k=0,
         beta=0.0, epsilon=CLIP, loss_type="bnpo", scale_rewards="group", mask_truncated_completions=False,
         learning_rate=a.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, optim="adamw_torch",
         max_grad_norm=MAX_GRAD_NORM, max_steps=a.warmup + a.steps, log_completions=False,
     )
-    tok = char_tokenizer()
-    model = build_tiny_model(tiny_config(a), tok, seed=a.seed)
+    tok = workload_tokenizer()
+    model = workload_model(a, tok)
     phases = Phases()
 
     class Alternate(TrainerCallback):
@@ -266,16 +305,16 @@ def _full_length(completion_ids, a) -> None:
 
 # ---------------------------------------------------------------------------------------------- report
 
-def report(a, runners: dict[str, Phases]) -> None:
-    """Medians after the warm-up. ``rest`` is, per step, what the named phases leave of the wall time (for TRL:
-    its generation-batch preparation besides generate and reward calls; its ``update`` is the remainder of the
-    step: loss, backward, clip, optimizer, logging)."""
+def report(a, runners: dict[str, Phases]) -> dict[str, dict[str, float]]:
+    """Medians after the warm-up, printed; returned as {runner: {phase: seconds}}. ``rest`` is, per step, what
+    the named phases leave of the wall time (for TRL: its generation-batch preparation besides generate and
+    reward calls; its ``update`` is the remainder of the step: loss, backward, clip, optimizer, logging)."""
     w = a.warmup
     print(f"\nworkload: {a.prompts} prompts x {a.group} completions x {a.new_tokens} tokens, tiny qwen2 "
           f"h={a.hidden} L={a.layers}, {torch.get_num_threads()} torch threads; median of {a.steps} steps "
           f"after {w} warm-up\n")
-    print(f"{'':7}{'s/step':>8}{'cpu s':>8}{'generate':>10}{'score':>8}{'update':>8}{'rest':>8}   wall min-max")
-    med = {}
+    print(f"{'':12}{'s/step':>8}{'cpu s':>8}{'generate':>10}{'score':>8}{'update':>8}{'rest':>8}   wall min-max")
+    med: dict[str, dict[str, float]] = {}
     for name, ph in runners.items():
         t = ph.t
 
@@ -289,25 +328,94 @@ def report(a, runners: dict[str, Phases]) -> None:
         else:
             t["rest"] = [part("step", i) - part("generate", i) - part("score", i) - part("update", i)
                          for i in range(n)]
-        med[name] = (ph.median("step", w), ph.median("cpu", w))
-        cols = "".join(f"{ph.median(k, w):{width}.3f}" for k, width in
-                       (("step", 8), ("cpu", 8), ("generate", 10), ("score", 8), ("update", 8), ("rest", 8)))
-        print(f"{name:7}{cols}   {min(t['step'][w:]):.3f}-{max(t['step'][w:]):.3f}")
-    (rw, rc), (fw, fc) = med["rlvr"], med["floor"]
-    print(f"\n{'':14}{'wall':>7}{'cpu':>7}")
-    if "trl" in med:
-        tw, tc = med["trl"]
-        print(f"{'rlvr / TRL':14}{rw / tw:7.3f}{rc / tc:7.3f}   (TRL takes {tw / rw:.2f}x rlvr's wall time)")
-    print(f"{'rlvr / floor':14}{rw / fw:7.3f}{rc / fc:7.3f}")
+        keys = ("step", "cpu", "generate", "score", "update", "rest")
+        med[name] = {k: ph.median(k, w) for k in keys}
+        cols = "".join(f"{med[name][k]:{width}.3f}" for k, width in zip(keys, (8, 8, 10, 8, 8, 8)))
+        print(f"{name:12}{cols}   {min(t['step'][w:]):.3f}-{max(t['step'][w:]):.3f}")
+    fl = med["floor"]
+    print(f"\n{'':16}{'step wall':>10}{'step cpu':>10}{'generate':>10}{'update':>10}")
+    for name, m in med.items():
+        if not name.startswith("rlvr"):
+            continue
+        print(f"{name + ' / floor':16}{m['step'] / fl['step']:10.3f}{m['cpu'] / fl['cpu']:10.3f}"
+              f"{m['generate'] / fl['generate']:10.3f}{m['update'] / fl['update']:10.3f}")
+        if "trl" in med:
+            tr = med["trl"]
+            print(f"{'  TRL / ' + name[5:]:16}{tr['step'] / m['step']:10.2f}x{tr['cpu'] / m['cpu']:9.2f}x"
+                  f"{tr['generate'] / m['generate']:9.2f}x{tr['update'] / m['update']:9.2f}x   (TRL's time over rlvr's)")
+    return med
+
+
+def run_workload(a, engines: list[str]) -> dict[str, dict[str, float]]:
+    """TRL (when installed), rlvr with each engine, and the floor on one workload, one step each in turn."""
+    prompts = make_prompts(a.prompts * (a.warmup + a.steps), a.seed)
+    rlvrs = {e: Rlvr(a, prompts, e) for e in engines}
+    floor = Floor(a, prompts)
+    order = [*rlvrs.values(), floor]
+    rounds = [0]
+    SamplingCheck.start()
+
+    def others() -> None:  # one step of each rlvr engine and of the floor, the order rotating every round
+        k = rounds[0] % len(order)
+        for r in order[k:] + order[:k]:
+            r.step()
+        rounds[0] += 1
+        if rounds[0] == a.warmup:
+            SamplingCheck.stop()
+
+    missing = "--no-trl" if a.no_trl else trl_missing()
+    runners = {f"rlvr-{e}": r.phases for e, r in rlvrs.items()}
+    runners["floor"] = floor.phases
+    if missing:
+        print(f"TRL skipped ({missing}); install it with: pip install 'rlvr[trl]'")
+        for _ in range(a.warmup + a.steps):
+            others()
+    else:
+        with tempfile.TemporaryDirectory() as out:
+            trainer, trl_phases = build_trl(a, prompts, others, out)
+            trainer.train()
+        runners = {"trl": trl_phases, **runners}
+    SamplingCheck.stop()  # (already stopped after the warm-up, unless there was none)
+    print(f"sampling: the same logits processors in every generate() call: {SamplingCheck.verify() or 'none'}")
+    med = report(a, runners)
+    if a.profile:
+        profile_rlvr(a, Rlvr(a, prompts, engines[0]))
+    return med
+
+
+def summary(results: dict[str, dict[str, dict[str, float]]]) -> None:
+    """The goals side by side: step time against TRL, generation against HF generate (the floor's), update
+    against the floor's."""
+    print("\nsummary (wall-clock medians):")
+    print(f"{'workload':12}{'engine':9}{'TRL/rlvr step':>15}{'gen speed-up':>14}{'update/floor':>14}")
+    for wl, med in results.items():
+        for name, m in med.items():
+            if not name.startswith("rlvr"):
+                continue
+            vs_trl = f"{med['trl']['step'] / m['step']:.2f}x" if "trl" in med else "-"
+            print(f"{wl:12}{name[5:]:9}{vs_trl:>15}{med['floor']['generate'] / m['generate']:13.2f}x"
+                  f"{m['update'] / med['floor']['update']:14.3f}")
+
+
+def engines_available(names: list[str]) -> list[str]:
+    import importlib.util
+
+    out = []
+    for e in names:
+        if e == "vllm" and importlib.util.find_spec("vllm") is None:
+            print("engine vllm skipped: vLLM is not installed (bash scripts/setup_vllm.sh, then run from .venv-vllm)")
+            continue
+        out.append(e)
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=15, help="timed steps of each")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps of each first")
-    p.add_argument("--prompts", type=int, default=16)
-    p.add_argument("--group", type=int, default=8)
-    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--workloads", default="16x8x64,4x8x16",
+                   help="comma-separated PROMPTSxGROUPxTOKENS workloads, each run in turn")
+    p.add_argument("--engines", default="hf,native,vllm", help="rlvr rollout engines to time (vllm when installed)")
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-4)
@@ -316,47 +424,29 @@ def main() -> None:
                    help="torch intra-op threads (0: torch's default). One keeps a tiny model's timings stable on a "
                         "shared machine: with more, threads spin-wait on each other at every small op")
     p.add_argument("--no-trl", action="store_true", help="skip TRL even when it is installed")
-    p.add_argument("--profile", action="store_true", help="then cProfile rlvr's steps")
+    p.add_argument("--profile", action="store_true", help="then cProfile rlvr's steps (first engine)")
     a = p.parse_args()
-    if a.steps < 1 or a.warmup < 0 or a.group < 2 or a.prompts < 1 or a.new_tokens < 1:
-        p.error("need --steps >= 1, --warmup >= 0, --group >= 2 (GRPO), --prompts >= 1, --new-tokens >= 1")
+    try:
+        workloads = [tuple(int(x) for x in w.lower().split("x")) for w in a.workloads.split(",")]
+        assert all(len(w) == 3 for w in workloads)
+    except (ValueError, AssertionError):
+        p.error("--workloads takes PROMPTSxGROUPxTOKENS items, e.g. 16x8x64,4x8x16")
+    if a.steps < 1 or a.warmup < 0 or any(g < 2 or n < 1 or t < 1 for n, g, t in workloads):
+        p.error("need --steps >= 1, --warmup >= 0, group >= 2 (GRPO), prompts >= 1, tokens >= 1")
     warnings.filterwarnings("ignore", category=FutureWarning)  # deprecation notices of transformers / TRL
     if a.threads > 0:
         torch.set_num_threads(a.threads)
-    prompts = make_prompts(a.prompts * (a.warmup + a.steps), a.seed)
-    floor, rlvr = Floor(a, prompts), Rlvr(a, prompts)
-    rounds = [0]
-    SamplingCheck.start()
-
-    def others() -> None:  # one step of rlvr and of the floor, in alternating order
-        for r in ((rlvr, floor) if rounds[0] % 2 == 0 else (floor, rlvr)):
-            r.step()
-        rounds[0] += 1
-        if rounds[0] == a.warmup:
-            SamplingCheck.stop()
-
-    missing = "--no-trl" if a.no_trl else trl_missing()
-    runners = {"rlvr": rlvr.phases, "floor": floor.phases}
-    if missing:
-        print(f"TRL skipped ({missing}); install it with: pip install 'rlvr[trl]'")
-        for _ in range(a.warmup + a.steps):
-            others()
-    else:
-        import trl
-
-        with tempfile.TemporaryDirectory() as out:
-            trainer, trl_phases = build_trl(a, prompts, others, out)
-            trainer.train()
-        runners = {"trl": trl_phases, **runners}
-        print(f"trl {trl.__version__}")
-    SamplingCheck.stop()  # (already stopped after the warm-up, unless there was none)
+    engines = engines_available([e.strip() for e in a.engines.split(",") if e.strip()])
     import transformers
 
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}")
-    print(f"sampling: the same logits processors in all: {SamplingCheck.verify()}")
-    report(a, runners)
-    if a.profile:
-        profile_rlvr(a, Rlvr(a, prompts))
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}"
+          + ("" if trl_missing() else f", trl {__import__('trl').__version__}"))
+    results = {}
+    for n, g, t in workloads:
+        wa = argparse.Namespace(**{**vars(a), "prompts": n, "group": g, "new_tokens": t})
+        results[f"{n}x{g}x{t}"] = run_workload(wa, engines)
+        gc.collect()  # the previous workload's engines go before the next ones start (one vLLM per process)
+    summary(results)
 
 
 if __name__ == "__main__":

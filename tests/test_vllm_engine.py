@@ -47,7 +47,7 @@ def model():
 
 
 def trainer_logprobs(model, out, temperature):
-    batch = build_batch(out, [0.0] * len(out), TOK.pad_token_id)
+    batch = build_batch(out, [0.0] * len(out), TOK.pad_token_id).to(next(model.parameters()).device)
     with torch.no_grad():
         lp, _ = completion_logprobs(model, batch, temperature=temperature)
     return lp, batch
