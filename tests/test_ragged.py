@@ -81,7 +81,8 @@ def test_every_advantage_handles_ragged_groups(name):
     rewards, gi, lengths, mask = ragged_batch()
     extras = _extras(entry, len(gi), torch.Generator().manual_seed(1))
     adv = _run_advantage(entry, params, rewards, gi, lengths, mask, extras)
-    assert adv.shape in ((len(gi),), (len(gi), T)) and torch.isfinite(adv).all()
+    declared = (len(gi), T) if "token_level" in entry.traits else (len(gi),)  # one shape, as registered
+    assert adv.shape == declared and torch.isfinite(adv).all()
     # the same batch with rows shuffled and groups renumbered gives the same advantages, row for row
     perm = torch.randperm(len(gi), generator=torch.Generator().manual_seed(2))
     relabel = torch.tensor([40, 3, 17, 0, 8])
@@ -127,7 +128,7 @@ def test_every_aggregation_handles_ragged_groups(name):
     adv = ADVANTAGES.get("grpo").fn(AdvantageInputs(rewards, gi), ADVANTAGES.get("grpo").params())[:, None] * mask
     params = _params("AGGREGATIONS", name, entry)
     coef = entry.fn(AggregationInputs(mask, gi, adv, T), params)
-    assert coef.shape in ((len(gi),), (len(gi), T)) and torch.isfinite(coef).all() and (coef >= 0).all()
+    assert coef.shape == (len(gi),) and torch.isfinite(coef).all() and (coef >= 0).all()  # per completion
     perm = torch.randperm(len(gi), generator=torch.Generator().manual_seed(5))
     relabel = torch.tensor([40, 3, 17, 0, 8])
     coef2 = entry.fn(AggregationInputs(mask[perm], relabel[gi][perm], adv[perm], T), params)
@@ -150,3 +151,22 @@ def test_training_step_on_ragged_groups_reports_finite_metrics(advantage, aggreg
     bad = {k: v for k, v in m.items() if isinstance(v, float) and not math.isfinite(v)}
     assert not bad
     assert any(not torch.equal(a, b) for a, b in zip(before, c.model.parameters()))
+
+
+def test_a_component_returning_an_undeclared_shape_is_named_in_the_error():
+    from rlvr.algorithms.registry import objective_loss_shape, row_coefficients, token_advantages
+
+    rewards, gi, lengths, mask = ragged_batch()
+    n = len(gi)
+    grpo, vimpo = ADVANTAGES.get("grpo"), ADVANTAGES.get("vimpo")
+    assert torch.equal(token_advantages(grpo, torch.ones(n, dtype=torch.float64), mask), mask.double())
+    with pytest.raises(ValueError, match=r"advantage estimator 'grpo' returned shape \(20, 6\).*declares \(20,\)"):
+        token_advantages(grpo, torch.ones(n, T), mask)
+    with pytest.raises(ValueError, match="advantage estimator 'vimpo' returned shape"):
+        token_advantages(vimpo, torch.ones(n), mask)
+    with pytest.raises(ValueError, match="loss aggregation 'token_mean'"):
+        row_coefficients(AGGREGATIONS.get("token_mean"), torch.ones(n, T), mask)
+    with pytest.raises(ValueError, match=r"policy objective 'ppo_clip' returned shape \(\)"):
+        objective_loss_shape(reg.OBJECTIVES.get("ppo_clip"), torch.tensor(1.0), mask)
+    with pytest.raises(ValueError, match="policy objective 'tpo' returned shape"):
+        objective_loss_shape(reg.OBJECTIVES.get("tpo"), torch.ones(n, T), mask)

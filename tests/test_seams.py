@@ -139,7 +139,7 @@ def test_scalar_objective_matches_per_token_form():
     _, batch = _batch((4, 4))
     adv = torch.randn(batch.size)[:, None] * batch.completion_mask
 
-    @OBJECTIVES.register("_t_scalar", Params, traits=("whole_groups",))
+    @OBJECTIVES.register("_t_scalar", Params, traits=("whole_groups", "reduced_loss"))  # a 0-dim loss, declared
     def scalar(inp: ObjectiveInputs, p):
         per_tok = -inp.advantages * inp.logp
         return (per_tok * inp.mask).sum() / inp.n_rows, {}

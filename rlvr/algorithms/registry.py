@@ -17,7 +17,8 @@ __all__ = [
     "ADVANTAGES", "OBJECTIVES", "AGGREGATIONS", "KL_ESTIMATORS", "CORRECTIONS", "CorrectionInputs",
     "AdvantageInputs", "ObjectiveInputs", "AggregationInputs", "ObjectiveOutput", "aggregate",
     "REWARD_TRANSFORMS", "ADVANTAGE_TRANSFORMS", "CLIP_RULES", "TransformInputs", "TransformOutput",
-    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "TRAITS", "FLAGS", "call", "ShapingInputs", "MaskInputs",
+    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "TRAITS", "FLAGS", "call", "token_advantages",
+    "row_coefficients", "objective_loss_shape", "ShapingInputs", "MaskInputs",
     "GroupFilterInputs", "REWARD_SHAPERS", "MASK_TRANSFORMS", "GROUP_FILTERS",
 ]
 
@@ -47,6 +48,8 @@ TRAITS = {
     "clip_rule": "the objective clips a ratio through ObjectiveInputs.ratio_bounds (so clip rules apply)",
     "reduced_loss": "the objective returns its own reduced (0-dim) loss, so per-token importance-sampling "
                     "corrections cannot apply",
+    "token_level": "the advantage estimator returns per-token advantages [N, T] (the others return one per "
+                   "completion, [N])",
 }
 FLAGS = frozenset(TRAITS)  # the trait names (kept for code that subtracted them from needs)
 ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than one value per token
@@ -55,6 +58,44 @@ ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than
 def call(entry: Any, inputs: Any, params: Any, state: Any = None) -> Any:
     """Call a registered component; a stateful one (registered with ``state=``) also gets its state."""
     return entry.fn(inputs, params, state) if entry.state is not None else entry.fn(inputs, params)
+
+
+# Output shapes. Each component has one, declared by its registration: an advantage estimator returns [N]
+# (one advantage per completion) unless it has the ``token_level`` trait ([N, T]); an aggregation returns
+# per-completion coefficients [N]; an objective returns a per-token loss [N, T] unless it has the
+# ``reduced_loss`` trait (a 0-dim loss). The trainer reads the declaration, never the tensor's shape, and
+# these checks turn a component that returns another shape into an error that names it.
+
+def _shape_error(entry: Any, kind: str, want: tuple, got: torch.Tensor) -> ValueError:
+    return ValueError(f"{kind} {entry.name!r} returned shape {tuple(got.shape)}, but its registration declares "
+                      f"{want} (see rlvr.algorithms.registry: output shapes)")
+
+
+def token_advantages(entry: Any, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """An estimator's output as the ``[N, T]`` advantages the rest of the step reads (0 on padding)."""
+    if "token_level" in entry.traits:
+        if adv.shape != mask.shape:
+            raise _shape_error(entry, "advantage estimator", tuple(mask.shape), adv)
+        return adv * mask
+    if adv.shape != mask.shape[:1]:
+        raise _shape_error(entry, "advantage estimator", tuple(mask.shape[:1]), adv)
+    return adv[:, None] * mask
+
+
+def row_coefficients(entry: Any, coef: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """An aggregation's per-completion coefficients ``[N]``, checked, as ``[N, T]`` for the loss."""
+    if coef.shape != mask.shape[:1]:
+        raise _shape_error(entry, "loss aggregation", tuple(mask.shape[:1]), coef)
+    return coef[:, None].expand_as(mask)
+
+
+def objective_loss_shape(entry: Any, loss: torch.Tensor, mask: torch.Tensor) -> bool:
+    """True when the objective reduced its own loss (its ``reduced_loss`` trait); checks the shape."""
+    reduced = "reduced_loss" in entry.traits
+    want = () if reduced else tuple(mask.shape)
+    if tuple(loss.shape) != want:
+        raise _shape_error(entry, "policy objective", want, loss)
+    return reduced
 
 
 @dataclass(frozen=True)

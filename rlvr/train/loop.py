@@ -17,7 +17,7 @@ import torch
 
 from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, MASK_TRANSFORMS, REWARD_TRANSFORMS,
-                                     AdvantageInputs, MaskInputs, TransformInputs, call)
+                                     AdvantageInputs, MaskInputs, TransformInputs, call, token_advantages)
 from rlvr.config import RunConfig, algorithm_needs, algorithm_traits
 from rlvr.core.batch import build_batch
 from rlvr.train.algo_state import AlgorithmState
@@ -118,12 +118,11 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: fl
                           None if i is None else state.get(f"algorithm.reward_transforms.{i}"))
         rewards = rewards.to(torch.float64)
         metrics.update({f"reward_transform/{comp.name}/{k}": float(v) for k, v in m.items()})
-    adv = call(ADVANTAGES.get(alg.advantage.name),
-               AdvantageInputs(rewards, batch.group_index, batch.lengths, batch.completion_mask, comps, extras,
-                               step, total),
+    estimator = ADVANTAGES.get(alg.advantage.name)
+    adv = call(estimator, AdvantageInputs(rewards, batch.group_index, batch.lengths, batch.completion_mask, comps,
+                                          extras, step, total),
                alg.advantage.params, state.get("algorithm.advantage"))
-    if adv.dim() == 1:
-        adv = adv[:, None] * batch.completion_mask
+    adv = token_advantages(estimator, adv, batch.completion_mask)
     for i, comp in atf:
         inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, adv, comps, extras, step, total,
                               kl_coef)

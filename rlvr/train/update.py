@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES,
-                                     AggregationInputs, CorrectionInputs, ObjectiveInputs, aggregate, call)
+                                     AggregationInputs, CorrectionInputs, ObjectiveInputs, aggregate, call,
+                                     objective_loss_shape, row_coefficients)
 from rlvr.config import AlgorithmConfig
 from rlvr.core.batch import RolloutBatch
 from rlvr.models.logprobs import completion_logprobs
@@ -94,8 +95,9 @@ def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n_
                              rewards=micro.rewards, group_index=micro.group_index, ref_logp=micro.ref_logp,
                              extras=micro.extras, clip=_clip_rule(alg), n_rows=n_rows, n_groups=n_groups,
                              step=s.step, total_steps=s.total_steps, minibatch=minibatch)
-    loss_tok, metrics = call(OBJECTIVES.get(alg.objective.name), inputs, alg.objective.params, s.objective_state)
-    if loss_tok.dim() == 0:  # the objective reduced its loss itself (its share of the minibatch loss)
+    objective = OBJECTIVES.get(alg.objective.name)
+    loss_tok, metrics = call(objective, inputs, alg.objective.params, s.objective_state)
+    if objective_loss_shape(objective, loss_tok, mask):  # it reduced its loss itself (its minibatch share)
         loss = loss_tok
         loss_tok = torch.zeros_like(logp)
     else:
@@ -158,8 +160,5 @@ def with_loss_coef(mb: RolloutBatch, alg: AlgorithmConfig, max_new_tokens: int |
     """Attach the aggregation's coefficients, computed over the whole minibatch, as ``[N, T]``."""
     agg = AGGREGATIONS.get(alg.aggregation.name)
     inp = AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages, max_new_tokens)
-    coef = agg.fn(inp, alg.aggregation.params)
-    coef = coef.to(mb.completion_mask.device, torch.float32)
-    if coef.dim() == 1:
-        coef = coef[:, None].expand_as(mb.completion_mask)
-    return replace(mb, loss_coef=coef.contiguous())
+    coef = agg.fn(inp, alg.aggregation.params).to(mb.completion_mask.device, torch.float32)
+    return replace(mb, loss_coef=row_coefficients(agg, coef, mb.completion_mask).contiguous())

@@ -1,4 +1,5 @@
-"""Advantage estimators: ``(AdvantageInputs, params) -> [N]`` or ``[N, T]``; one file per method."""
+"""Advantage estimators: ``(AdvantageInputs, params) -> [N]`` (``[N, T]`` for those registered with the
+``token_level`` trait); one file per method."""
 
 from rlvr.algorithms.advantages import batch_std  # noqa: F401  (registration)
 from rlvr.algorithms.advantages import dr_grpo  # noqa: F401

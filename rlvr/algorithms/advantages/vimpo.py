@@ -65,7 +65,7 @@ def group_start_value(v0: torch.Tensor, group_index: torch.Tensor) -> torch.Tens
     return torch.where(group_sizes(group_index) == 1, torch.zeros_like(mean), mean)
 
 
-@ADVANTAGES.register("vimpo", VIMPOAdvantageParams, needs=("old_logp", "ref_logp"))
+@ADVANTAGES.register("vimpo", VIMPOAdvantageParams, needs=("old_logp", "ref_logp"), traits=("token_level",))
 def vimpo_advantage(inp: AdvantageInputs, p: VIMPOAdvantageParams) -> torch.Tensor:
     """VIMPO: per-token advantage from policy-implied values V_t and the group's mean start value."""
     if inp.mask is None or "old_logp" not in inp.extras or "ref_logp" not in inp.extras:

@@ -1,3 +1,3 @@
-"""Loss aggregations: ``(AggregationInputs, params) -> coefficients [N] or [N, T]``; one file per method."""
+"""Loss aggregations: ``(AggregationInputs, params) -> coefficients [N]`` (one per completion); one file per method."""
 
 from rlvr.algorithms.aggregation import balanced, basic, delta_l  # noqa: F401  (registration)

@@ -1,7 +1,7 @@
 """The four standard loss aggregations (verl's ``loss_agg_mode`` names, with ``_``).
 
 Every aggregation is linear in the per-token losses: ``loss = sum_{i,t} c_{i,t} M_{i,t} l_{i,t}``. A
-registered aggregation returns the coefficients ``c`` ([N] or [N, T]) computed once from the *whole
+registered aggregation returns the coefficients ``c`` ([N], one per completion) computed once from the *whole
 minibatch*; each micro-batch then contributes its rows' share, so the minibatch gradient is the same however
 it is split into micro-batches or across ranks. With L_i = sum_t M_{i,t} and B the number of completions
 of the minibatch with at least one token (L_i > 0):
