@@ -92,6 +92,8 @@ class VLLMEngine:
         self.model, self.tokenizer = model, tokenizer
         self.batch_size, self.chat_template = batch_size, chat_template
         self.eos_id = tokenizer.eos_token_id
+        head = model.get_output_embeddings()
+        self.vocab_size = head.weight.shape[0] if head is not None else model.config.vocab_size
         device = next(model.parameters()).device
         if settings.sleep_mode and device.type != "cuda":
             raise VLLMUnavailable("rollout.vllm.sleep_mode needs a GPU (vLLM's sleep mode frees CUDA memory); "
@@ -144,6 +146,7 @@ class VLLMEngine:
     # -- sampling ------------------------------------------------------------------------------------------
     def _params(self, i: int, req: GenerationRequest, sampling: SamplingParams, max_new: int):
         stop_ids = [self.eos_id, *req.stop_token_ids] if self.eos_id is not None else list(req.stop_token_ids)
+        stop_ids = [i for i in stop_ids if i < self.vocab_size]  # ids past the logits never come (vLLM refuses them)
         return self._vllm.SamplingParams(
             n=1 if sampling.greedy else req.n, temperature=0.0 if sampling.greedy else sampling.temperature,
             top_p=1.0 if sampling.greedy else sampling.top_p, max_tokens=max_new,
