@@ -302,7 +302,7 @@ COMPONENT_FIELDS = [("algorithm.advantage", ADVANTAGES), ("algorithm.objective",
                     ("algorithm.advantage_transforms", ADVANTAGE_TRANSFORMS),
                     ("algorithm.kl.schedule", KL_SCHEDULES), ("optim.optimizer", OPTIMIZERS),
                     ("data.sampler", SAMPLERS), ("data.budget", ALLOCATORS),
-                    ("task", TASKS)]
+                    ("rollout.strategy", ROLLOUT_STRATEGIES), ("task", TASKS)]
 
 
 def configured_components(cfg: "RunConfig") -> list[tuple[str, Registry, Component]]:
