@@ -31,6 +31,8 @@ EXTRA_FIXTURES = {
     "segment_end": lambda n, g: (torch.rand(n, T, generator=g) < 0.3).float(),  # 0/1
     "guided": lambda n, g: (torch.rand(n, 1, generator=g) < 0.25).float().expand(n, T).contiguous(),  # per row
     "hidden": lambda n, g: torch.randn(n, H, generator=g),
+    "turn_index": lambda n, g: torch.randint(1, 4, (n, 1), generator=g).float().expand(n, T).cumsum(1).clamp(max=3),
+    "turn_reward": lambda n, g: torch.rand(n, T, generator=g),
 }
 # parameters for the components whose params have required fields (the rest run with their defaults)
 REQUIRED_PARAMS = {("REWARD_TRANSFORMS", "fgrpo"): {"constraints": {"correct": 0.5}}}

@@ -40,6 +40,10 @@ EXTRAS = {
                    "their full-width forms, or holds a newline), else 0",
     "guided": "[N, T] 1 on the tokens of rows generated from the prompt plus a guidance hint "
               "(rollout.guidance), else 0",
+    "turn_index": "[N, T] the policy turn (1, 2, ...) each token belongs to in a multi-turn episode, 0 on "
+                  "inserted observation tokens; 1 everywhere for single-turn completions",
+    "turn_reward": "[N, T] the environment's reward for the turn each token belongs to (0 on observations "
+                   "and for single-turn completions)",
 }
 # Behaviour a component asks of the trainer, declared with ``traits=`` at registration (not tensors: those
 # are ``needs``). rlvr.config.algorithm_traits resolves them for config checks and the update alike.

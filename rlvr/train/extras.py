@@ -168,6 +168,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.rollout.guidance import guided_rows
 
         out["guided"] = guided_rows(completions, batch.completion_mask)
+    if "turn_index" in needs or "turn_reward" in needs:  # from the episodes' segments (no model pass)
+        from rlvr.envs.turns import turn_tensors
+
+        out["turn_index"], out["turn_reward"] = (x.cpu() for x in turn_tensors(completions, batch.completion_mask))
     for key, negative in (("teacher_logp", False), ("neg_teacher_logp", True)):
         if key in needs:
             comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, negative)

@@ -14,3 +14,4 @@ from rlvr.algorithms.advantages import ngrpo  # noqa: F401
 from rlvr.algorithms.advantages import vimpo  # noqa: F401
 from rlvr.algorithms.advantages import poise  # noqa: F401
 from rlvr.algorithms.advantages import aero  # noqa: F401
+from rlvr.algorithms.advantages import turn_grpo  # noqa: F401
