@@ -341,3 +341,30 @@ def test_a_training_step_through_the_loop_on_episodes(tiny_cfg_overrides, monkey
     assert steps and m["engine/env/turns_mean"] == 2.0 and m["engine/env/errors"] == 0.0
     assert m["completion_length"] > cfg.rollout.max_new_tokens  # two turns and an observation per episode
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items()) or m["reward_std"] == 0.0
+
+
+def test_evaluation_runs_episodes_too_without_touching_the_training_driver(tiny_cfg_overrides, tmp_path):
+    """A multi-turn run is evaluated as it is trained (episodes, not single turns), through fresh evaluation
+    wrappers: the training driver's metrics count training episodes only."""
+    from rlvr.config import load_config
+    from rlvr.train.run import train
+
+    resets = []
+
+    class TwoSteps(Countdown):
+        def reset(self, example, seed):
+            resets.append(example.id)
+            return super().reset(Example(example.id, example.prompt, example.answer, meta={"steps": 2}), seed)
+
+    ENVIRONMENTS.register("_t_eval_turns")(lambda p: TwoSteps())
+    try:
+        summary = train(load_config(overrides=tiny_cfg_overrides + [
+            "rollout.multiturn.env=_t_eval_turns", "rollout.multiturn.max_turns=2", "rollout.multiturn.max_tokens=40",
+            "train.steps=1", "sft.steps=0", "task.num_eval=5", "eval.samples=1", "eval.temperature=0"]))
+    finally:
+        ENVIRONMENTS.unregister("_t_eval_turns")
+    train_episodes = 4 * 4  # prompts_per_step x group_size
+    assert len(resets) == train_episodes + 2 * 5  # evaluation before and after: 5 greedy episodes each
+    m = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert m["engine/env/episodes"] == train_episodes and m["engine/env/turns_mean"] == 2.0
+    assert summary["eval_after"]["mean_length"] > 4  # two turns and an observation, not one 4-token turn

@@ -63,7 +63,7 @@ class MultiTurnConfig(BaseModel):
         return self
 
 
-@ENGINE_WRAPPERS.register("multiturn", order=50)
+@ENGINE_WRAPPERS.register("multiturn", order=50, in_eval=True)
 def build_multiturn(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False
                     ) -> MultiTurnEngine | None:
     """Multi-turn episodes against ``rollout.multiturn.env`` (innermost: inside guidance and parameter noise)."""

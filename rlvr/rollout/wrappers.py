@@ -11,7 +11,10 @@ config whether it applies and returns the wrapper, or ``None`` to leave the engi
 A wrapper is anything with ``inner`` (the engine it wraps) and ``name`` (its registered name)
 (:class:`EngineWrapper`). Optionally it has ``state_dict`` / ``load_state_dict`` (saved with the run's
 checkpoints under ``engine``, keyed by ``name``) and ``metrics()`` (reported as ``engine/<key>``).
-Evaluation always uses the unwrapped engine (:func:`base_engine`).
+Evaluation uses the unwrapped engine (:func:`base_engine`) inside fresh instances of the wrappers registered
+with ``in_eval=True`` only (multi-turn episodes: a multi-turn task is evaluated as it is trained; guidance,
+parameter noise and rollout strategies are training-time only), so evaluation never adds to a training
+wrapper's state or metrics.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class WrapperEntry:
     order: int
     build: Build
     summary: str
+    in_eval: bool = False  # evaluation goes through it too
 
 
 class WrapperRegistry:
@@ -48,9 +52,10 @@ class WrapperRegistry:
     def __init__(self) -> None:
         self._entries: dict[str, WrapperEntry] = {}
 
-    def register(self, name: str, order: int) -> Callable[[Build], Build]:
+    def register(self, name: str, order: int, in_eval: bool = False) -> Callable[[Build], Build]:
         """Decorator registering ``build`` as the builder of wrapper ``name``; a second registration of a
-        name or of an order fails (the order of two wrappers must never depend on registration order)."""
+        name or of an order fails (the order of two wrappers must never depend on registration order).
+        ``in_eval``: evaluation uses the wrapper too (built afresh around the unwrapped engine)."""
 
         def deco(build: Build) -> Build:
             if name in self._entries:
@@ -59,7 +64,7 @@ class WrapperRegistry:
             if same:
                 raise ValueError(f"engine wrapper {name!r}: order {order} is taken by {same[0]!r}")
             doc = (build.__doc__ or "").strip().splitlines()
-            self._entries[name] = WrapperEntry(name, order, build, doc[0] if doc else "")
+            self._entries[name] = WrapperEntry(name, order, build, doc[0] if doc else "", in_eval)
             return build
 
         return deco
@@ -84,9 +89,13 @@ class WrapperRegistry:
 ENGINE_WRAPPERS = WrapperRegistry()
 
 
-def wrap_engine(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> Any:
-    """``engine`` inside every registered wrapper whose builder applies to ``rollout_cfg``, or as is."""
+def wrap_engine(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False,
+                eval_only: bool = False) -> Any:
+    """``engine`` inside every registered wrapper whose builder applies to ``rollout_cfg`` (with
+    ``eval_only``, only those registered ``in_eval``), or as is."""
     for entry in ENGINE_WRAPPERS.in_order():
+        if eval_only and not entry.in_eval:
+            continue
         wrapped = entry.build(engine, model, tokenizer, rollout_cfg, chat_template)
         if wrapped is None:
             continue

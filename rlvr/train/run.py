@@ -22,7 +22,7 @@ from rlvr.config import RunConfig, dump_config, load_config, needs_reference
 from rlvr.eval.evaluate import evaluate, scalar_metrics
 from rlvr.eval.output import eval_path, write_eval
 from rlvr.models.loading import ModelConfig, load_model
-from rlvr.rollout.wrappers import base_engine, engine_state, load_engine_state
+from rlvr.rollout.wrappers import engine_state, load_engine_state
 from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from rlvr.train.interrupt import deferred_interrupt
@@ -30,7 +30,7 @@ from rlvr.train.logging import ProgressDisplay, open_metrics_log, read_metrics
 from rlvr.train.loop import Components, step_seed, train_loop
 from rlvr.train.plot import eval_series, plot_run
 from rlvr.train.rundir import lock_run_dir, make_run_dir, run_dir_path
-from rlvr.train.setup import (build_components, build_engine, build_task, pick_device, prepare,
+from rlvr.train.setup import (build_components, build_engine, build_task, evaluation_engine, pick_device, prepare,
                               seed_everything)
 from rlvr.train.sft import sft
 from rlvr.train.update import NonFiniteError
@@ -59,7 +59,7 @@ def _eval_at(cfg: RunConfig, engine, task: Task, run_dir: Path, step: int,
     """Evaluate with progress shown, write ``RUN_DIR/eval/step_N.json`` (per-prompt records included), and
     return it without them. Never through rollout wrappers (noise, hints)."""
     with (bar.sub(f"eval @{step}") if bar is not None else ProgressDisplay.standalone(f"eval @{step}")) as progress:
-        result = run_eval(cfg, base_engine(engine), task, on_progress=progress)
+        result = run_eval(cfg, evaluation_engine(cfg, engine), task, on_progress=progress)
     write_eval({"step": step, **result}, eval_path(run_dir, step))
     return {k: v for k, v in result.items() if k != "per_prompt"}
 

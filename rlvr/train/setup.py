@@ -22,7 +22,7 @@ from rlvr.config import RunConfig
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
-from rlvr.rollout.wrappers import wrap_engine
+from rlvr.rollout.wrappers import base_engine, wrap_engine
 from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
@@ -34,8 +34,8 @@ from rlvr.train.preflight import (SetupError, check_chat_template, check_device,
 from rlvr.train.prompt_limits import PromptReport, fit_prompts
 from rlvr.train.threads import apply_threads
 
-__all__ = ["Prepared", "prepare", "build_task", "build_engine", "build_components", "seed_everything",
-           "pick_device", "SetupError"]
+__all__ = ["Prepared", "prepare", "build_task", "build_engine", "evaluation_engine", "build_components",
+           "seed_everything", "pick_device", "SetupError"]
 
 
 def seed_everything(seed: int) -> None:
@@ -102,9 +102,19 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
 
 
 def build_engine(cfg: RunConfig, model, tok, batch_size: int, training: bool = False):
-    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=batch_size, chat_template=cfg.model.chat_template,
-                                                rollout=cfg.rollout, seed=cfg.seed)
-    return wrap_engine(engine, model, tok, cfg.rollout, cfg.model.chat_template) if training else engine
+    """The configured engine inside the training wrappers (``training``) or the evaluation ones."""
+    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=batch_size,
+                                                chat_template=cfg.model.chat_template, rollout=cfg.rollout,
+                                                seed=cfg.seed)
+    return wrap_engine(engine, model, tok, cfg.rollout, cfg.model.chat_template, eval_only=not training)
+
+
+def evaluation_engine(cfg: RunConfig, engine):
+    """What evaluation generates with during training: the unwrapped engine in fresh evaluation wrappers
+    (multi-turn episodes), so it never touches the training wrappers' state or metrics."""
+    base = base_engine(engine)
+    return wrap_engine(base, getattr(base, "model", None), getattr(base, "tokenizer", None), cfg.rollout,
+                       cfg.model.chat_template, eval_only=True)
 
 
 def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
