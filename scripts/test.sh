@@ -8,6 +8,13 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null || \
     echo "warning: could not install bubblewrap; sandbox tests will skip" >&2
 fi
+# The dafny environment verifies programs with Debian's Dafny 2.3 (mono and z3 come with it); without it the
+# Dafny tests that run the verifier skip.
+if ! command -v dafny >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dafny >/dev/null 2>&1 || \
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dafny >/dev/null) || \
+    echo "warning: could not install dafny; the Dafny verifier tests will skip" >&2
+fi
 # The comparison report's browser test renders it in headless Chromium (about 30 s to install with apt);
 # without a browser that test skips.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
