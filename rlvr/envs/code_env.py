@@ -25,27 +25,23 @@ tampered with (an early ``os._exit``) counts as no test passing, with the reason
 sandbox that cannot start ends the episode with reward 0 and ``info["reason"]``. Malformed tests raise in
 ``reset`` (the driver ends that episode with the error).
 
-**Test forms** (the code verifier's, read here since the environments sit below the verifiers):
-assert lists (``["assert f(1) == 2", ...]``, ``{"asserts"|"test_list": [...], "setup"|"test_setup_code":
-...}``); test code (top-level asserts, ``unittest.TestCase`` ``test*`` methods, pytest ``test*``
-functions and ``Test*`` classes, HumanEval's ``check(candidate)``, whose body's asserts count as one test
-each); call cases (LiveCodeBench functional ``[{"input", "output", "testtype": "functional"}]``, APPS
-``{"fn_name", "inputs", "outputs"}``); stdin/stdout cases (``[{"input", "output"}]``, ``{"stdio": [...],
-"compare": ...}``, APPS / CodeContests ``{"inputs"|"input": [...], "outputs"|"output": [...]}``).
+**Test forms** are the code verifier's, read by its parser (``rlvr/sandbox/code_tests.py``, below both;
+the forms are listed in ``rlvr/verifiers/code.py``): assert lists (``["assert f(1) == 2", ...]``,
+``{"asserts"|"test_list": [...], "setup"|"test_setup_code": ...}``); test code (top-level asserts,
+``unittest.TestCase`` ``test*`` methods, inherited ones too, pytest ``test*`` functions and ``Test*``
+classes, a test per written-out ``parametrize`` set, HumanEval's ``check(candidate)``, whose body's asserts
+count as one test each here when it is only asserts); call cases (LiveCodeBench functional ``[{"input",
+"output", "testtype": "functional"}]``, APPS ``{"fn_name", "inputs", "outputs"}``); stdin/stdout cases
+(``[{"input", "output"}]``, ``{"stdio": [...], "compare": ...}``, APPS / CodeContests ``{"inputs"|"input":
+[...], "outputs"|"output": [...]}``, whole APPS / CodeContests rows).
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
-import hmac
 import json
 import os
-import re
 import time
-from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
@@ -53,16 +49,13 @@ from pydantic import Field
 from rlvr.core.types import Example
 from rlvr.envs.base import ENVIRONMENTS, Step
 from rlvr.registry import Params
+from rlvr.sandbox.code_tests import TestSpec, parse_tests
+from rlvr.sandbox.programs import UntrustedReport, extract_code, judge_files, read_report, same_output
 
 if TYPE_CHECKING:
     from rlvr.sandbox import Limits, Sandbox
 
 __all__ = ["CodeFeedbackEnv", "CodeFeedbackParams", "extract_code", "parse_feedback_tests"]
-
-_SANDBOX_DIR = Path(__file__).resolve().parent.parent / "sandbox"
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
-_SETUP_KEYS = ("setup", "test_setup_code", "test_imports")
-
 
 class CodeFeedbackParams(Params):
     reward: Literal["all", "fraction"] = Field("all", description="final reward: 1 only when every test "
@@ -81,93 +74,42 @@ class CodeFeedbackParams(Params):
     max_observation_chars: int = Field(1500, gt=0, description="an observation is cut to this")
 
 
-def extract_code(text: str) -> str:
-    """The last ```python block, else the last untagged ``` block, else the whole text."""
-    blocks = _FENCE.findall(text)
-    for want in (("python", "py", "python3"), ("",)):
-        found = [body for lang, body in blocks if lang.lower() in want]
-        if found:
-            return found[-1]
-    return text
-
-
 # ---- test forms -> a spec --------------------------------------------------------------------------------
-@dataclass
-class _Spec:
-    kind: Literal["call", "stdio"]
-    setup: str = ""
-    tests: list[dict[str, Any]] = field(default_factory=list)  # name, code (run), show (reported)
-    cases: list[tuple[str, str]] = field(default_factory=list)
-    compare: str | None = None
-
-    def __len__(self) -> int:
-        return len(self.tests) if self.kind == "call" else len(self.cases)
-
-
-def parse_feedback_tests(tests: Any, entry: str | None = None) -> _Spec:
-    """``meta["tests"]`` in any form of the module doc -> a spec (ValueError when malformed or unsupported)."""
-    if isinstance(tests, str) and tests.lstrip()[:1] in ("[", "{"):
-        try:
-            tests = json.loads(tests)
-        except json.JSONDecodeError:
-            pass
-    if isinstance(tests, str):
-        return _from_code(tests, entry)
-    if isinstance(tests, list) and all(isinstance(t, str) for t in tests):
-        return _asserts(tests, "")
-    if isinstance(tests, list) and all(isinstance(t, dict) for t in tests):
-        if {str(t.get("testtype", "stdin")) for t in tests} == {"functional"}:
-            return _calls([([json.loads(x) for x in str(t["input"]).split("\n") if x.strip()],
-                            json.loads(t["output"])) for t in tests], entry, "lcb")
-        return _stdio(tests, None)
-    if isinstance(tests, dict):
-        entry = tests.get("entry_point") or tests.get("fn_name") or tests.get("func_name") or entry
-        if "stdio" in tests:
-            return _stdio(tests["stdio"], tests.get("compare"))
-        for key in ("asserts", "test_list"):
-            if key in tests:
-                setup = ["\n".join(s) if isinstance(s, list) else str(s) for s in map(tests.get, _SETUP_KEYS) if s]
-                return _asserts(list(tests[key]), "\n".join(setup))
-        for key in ("code", "test"):
-            if isinstance(tests.get(key), str):
-                return _from_code(tests[key], entry)
-        if "input_output" in tests:
-            return parse_feedback_tests(tests["input_output"], entry)
-        for ins, outs in (("inputs", "outputs"), ("input", "output")):
-            if isinstance(tests.get(ins), list) and isinstance(tests.get(outs), list):
-                if len(tests[ins]) != len(tests[outs]):
-                    raise ValueError(f"{len(tests[ins])} {ins} but {len(tests[outs])} {outs}")
-                if tests.get("fn_name"):
-                    return _calls([(a if isinstance(a, list) else [a], w) for a, w in zip(tests[ins], tests[outs])],
-                                  tests["fn_name"], "apps")
-                text = lambda x: "\n".join(map(str, x)) if isinstance(x, list) else x  # noqa: E731
-                return _stdio([{"input": text(i), "output": text(o)} for i, o in zip(tests[ins], tests[outs])],
-                              tests.get("compare"))
-    raise ValueError(f"unsupported tests of type {type(tests).__name__}")
+def parse_feedback_tests(tests: Any, entry: str | None = None) -> TestSpec:
+    """``meta["tests"]`` in any form of the module doc -> the code verifier's spec (``parse_tests``, ValueError
+    when malformed or unsupported), made to explain failures: every test gets a ``show`` (its source or the
+    call it makes), assert and call tests are named ``test 1``, ``test 2``... and an ``assert a == b`` says
+    what it expected and what it got; HumanEval's ``check`` is one test per assert where its body is asserts."""
+    spec = parse_tests(tests, entry)
+    if spec.kind == "stdio":
+        return spec
+    if entry and [t["name"] for t in spec.tests] == ["check"]:
+        return _check(spec, entry)
+    return TestSpec("call", spec.setup, [_feedback_test(i, t) for i, t in enumerate(spec.tests)])
 
 
-def _asserts(lines: list, setup: str) -> _Spec:
-    if not all(isinstance(t, str) for t in lines):
-        raise ValueError("assert lists hold strings")
-    return _Spec("call", setup, [{"name": f"test {i + 1}", "code": _explain(t), "show": t.strip()}
-                                 for i, t in enumerate(lines)])
+def _feedback_test(i: int, t: dict[str, Any]) -> dict[str, Any]:
+    if "case" in t:  # a call case
+        c = t["case"]
+        call = f"{c['fn']}({', '.join(map(repr, c['args']))})"
+        return {**t, "name": f"test {i + 1}", "show": f"{call} == {c['want']!r}"}
+    if t["name"].startswith("assert "):  # parse_tests' name for an assert-list line or a top-level assert
+        return {**t, "name": f"test {i + 1}", "code": _explain(t["code"]), "show": t["code"].strip()}
+    return {**t, "show": t["name"]}  # a unittest / pytest test
 
 
-def _calls(cases: list, fn: Any, how: str) -> _Spec:
-    if not isinstance(fn, str) or not fn.isidentifier():
-        raise ValueError("call cases need the function's name (meta 'entry_point' / 'fn_name' / 'func_name')")
-    return _Spec("call", "", [{"name": f"test {i + 1}", "code": f"__rlvr_case__({i})", "case":
-                               {"fn": fn, "args": list(a), "want": w, "how": how},
-                               "show": f"{fn}({', '.join(map(repr, a))}) == {w!r}"} for i, (a, w) in enumerate(cases)])
-
-
-def _stdio(cases: Any, compare: str | None) -> _Spec:
-    out = []
-    for c in cases if isinstance(cases, list) else []:
-        if not isinstance(c, dict) or not isinstance(c.get("input", ""), str) or not isinstance(c.get("output"), str):
-            raise ValueError("stdio cases need string 'input' and 'output'")
-        out.append((c.get("input", ""), c["output"]))
-    return _Spec("stdio", cases=out, compare=compare)
+def _check(spec: TestSpec, entry: str) -> TestSpec:
+    """HumanEval's ``check(candidate)``: each assert of its body a test when the body is only asserts, else
+    the one ``check`` test as the verifier runs it."""
+    code = spec.setup
+    check = [n for n in ast.parse(code).body if isinstance(n, ast.FunctionDef) and n.name == "check"][-1:]
+    args = [a.arg for c in check for a in c.args.posonlyargs + c.args.args]
+    stmts = [s for c in check for s in c.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(args) != 1 or not stmts or not all(isinstance(s, ast.Assert) for s in stmts):
+        return TestSpec("call", code, [{**spec.tests[0], "show": f"check({entry})"}])
+    srcs = [ast.get_source_segment(code, s) or ast.unparse(s) for s in stmts]
+    return TestSpec("call", code + f"\nfrom solution import {entry} as {args[0]}\n",
+                    [{"name": f"test {i + 1}", "code": _explain(t), "show": t.strip()} for i, t in enumerate(srcs)])
 
 
 def _explain(src: str) -> str:
@@ -185,87 +127,7 @@ def _explain(src: str) -> str:
             f"'expected ' + repr(__rlvr_want__)[:200] + ', got ' + repr(__rlvr_got__)[:200]\n")
 
 
-def _main_call(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and "main" in ast.dump(node) and any(
-        isinstance(c, ast.Attribute) and c.attr == "main" and isinstance(c.value, ast.Name)
-        and c.value.id in ("unittest", "pytest") for c in ast.walk(node))
-
-
-def _from_code(code: str, entry: str | None) -> _Spec:
-    tree, lines = ast.parse(code), code.splitlines(keepends=True)
-    body = [n for n in tree.body if not _main_call(n)]
-    src = lambda n: ast.get_source_segment(code, n) or ast.unparse(n)  # noqa: E731
-    for n in tree.body:  # the setup: the module less its asserts and unittest.main() / pytest.main() calls
-        if isinstance(n, ast.Assert) or _main_call(n):
-            lines[n.lineno - 1: n.end_lineno] = ["\n"] * (n.end_lineno - n.lineno + 1)
-    setup = "".join(lines)
-    tests = []
-    for n in body:
-        bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in getattr(n, "bases", [])]
-        methods = [m.name for m in getattr(n, "body", []) if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
-        if isinstance(n, ast.ClassDef) and any(b.endswith("TestCase") for b in bases):
-            tests += [{"name": f"{n.name}.{m}", "code": f"__rlvr_unittest__({n.name}, {m!r})"} for m in methods]
-        elif isinstance(n, ast.ClassDef) and n.name.startswith("Test"):
-            tests += [{"name": f"{n.name}.{m}", "code": f"__rlvr_pytest__({n.name}, {m!r}, None)"} for m in methods]
-        elif isinstance(n, ast.FunctionDef) and n.name.startswith("test") and "fixture" not in ast.dump(n):
-            tests.append({"name": n.name, "code": f"__rlvr_pytest__(None, {n.name!r}, None)"})
-    if tests:
-        return _Spec("call", setup, [{**t, "show": t["name"]} for t in tests])
-    check = next((n for n in body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
-    if check is not None and entry:
-        if not entry.isidentifier():
-            raise ValueError(f"bad entry point {entry!r}")
-        setup += f"\nfrom solution import {entry} as candidate\n"
-        stmts = [s for s in check.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if stmts and all(isinstance(s, ast.Assert) for s in stmts):
-            return _asserts([src(s) for s in stmts], setup)
-        return _Spec("call", setup, [{"name": "check", "code": "check(candidate)", "show": f"check({entry})"}])
-    return _asserts([src(n) for n in body if isinstance(n, ast.Assert)], setup)
-
-
 # ---- running the tests ------------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _judge_files() -> tuple[str, dict[str, str]]:
-    """The judge (the sandbox's main program) and its helpers, under the names it imports them by."""
-    helpers = {"rlvr_sandbox_rpc.py": "rpc.py", "rlvr_sandbox_forms.py": "forms.py",
-               "rlvr_sandbox_pytest.py": "pytest_shim.py"}
-    return (_SANDBOX_DIR / "judge.py").read_text(), {k: (_SANDBOX_DIR / v).read_text() for k, v in helpers.items()}
-
-
-class _Untrusted(Exception):
-    pass
-
-
-def _read_report(channel: bytes, key: bytes, nonce: str, n: int) -> list[dict]:
-    """The judge's per-test records after checking every MAC, the sequence, the count and the nonce."""
-    lines = channel.split(b"\n")
-    if lines[-1] != b"":
-        raise _Untrusted("report cut off")
-    recs = []
-    for seq, raw in enumerate(lines[:-1]):
-        body, _, mac = raw.rpartition(b"\t")
-        if not hmac.compare_digest(hmac.new(key, body, hashlib.sha256).hexdigest().encode(), mac):
-            raise _Untrusted("report line with a bad MAC")
-        rec = json.loads(body)
-        if rec.get("seq") != seq:
-            raise _Untrusted("report out of sequence")
-        recs.append(rec)
-    if not recs or recs[-1].get("k") != "done" or recs[-1].get("nonce") != nonce or recs[-1].get("n") != n:
-        raise _Untrusted("the test run did not finish (no final record)")
-    if [r.get("i") for r in recs[:-1]] != list(range(n)):
-        raise _Untrusted("report does not cover every test exactly once")
-    return recs[:-1]
-
-
-def _same(got: str, want: str, how: str) -> bool:
-    if how == "exact":
-        return got == want
-    if how == "tokens":
-        return got.split() == want.split()
-    norm = lambda s: [ln.rstrip() for ln in s.replace("\r\n", "\n").rstrip().split("\n")]  # noqa: E731
-    return norm(got) == norm(want)
-
-
 def _short(s: str, n: int = 160) -> str:
     return repr(s if len(s) <= n else s[:n] + "...")
 
@@ -275,7 +137,7 @@ class CodeFeedbackEnv:
 
     def __init__(self, p: CodeFeedbackParams, sandbox: Sandbox | None = None):
         self.p, self.sandbox = p, sandbox
-        self.spec: _Spec | None = None
+        self.spec: TestSpec | None = None
         self.turns = 0
 
     def reset(self, example: Example, seed: int) -> str:
@@ -324,7 +186,7 @@ class CodeFeedbackEnv:
         from rlvr.sandbox import Program, default_sandbox
 
         p, spec, limits = self.p, self.spec, self._limits()
-        judge, helpers = _judge_files()
+        judge, helpers = judge_files()
         secret, nonce = os.urandom(32), os.urandom(16).hex()
         job: dict[str, Any] = {"secret": secret.hex(), "nonce": nonce, "kind": spec.kind, "timeout": p.timeout_s,
                                "load_timeout": p.load_timeout_s, "strict": p.strict_types, "site": p.python_site,
@@ -340,9 +202,9 @@ class CodeFeedbackEnv:
             return None, "sandbox failed to start: " + res.stderr.decode("utf-8", "replace")[-300:], True
         try:
             if res.channel_truncated:
-                raise _Untrusted("report over its size cap")
-            recs = _read_report(res.channel, secret, nonce, len(spec))
-        except (_Untrusted, ValueError) as e:
+                raise UntrustedReport("report over its size cap")
+            recs = read_report(res.channel, secret, nonce, len(spec))
+        except (UntrustedReport, ValueError) as e:
             stopped = f"; the run was stopped ({res.killed_reason})" if res.killed_reason else ""
             return None, f"no test result: {e}{stopped}", False
         if spec.kind == "call":
@@ -357,7 +219,7 @@ class CodeFeedbackEnv:
         if rec.get("rc") != 0:
             return False, f"exit status {rec.get('rc')}: {str(rec.get('err', '')).strip()[-300:]}"
         got = str(rec.get("out", ""))
-        if not _same(got, want, self.spec.compare or self.p.compare):
+        if not same_output(got, want, self.spec.compare or self.p.compare):
             return False, f"expected {_short(want)}, got {_short(got)}"
         return True, ""
 

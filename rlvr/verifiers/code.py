@@ -4,8 +4,9 @@
 last untagged fenced block, else the whole completion.
 
 **The tests** live in ``example.meta["tests"]`` (a JSON string of any form works too; compressed or pickled
-dataset fields must be decoded first). Which form, and what one test is (parsed in ``code_tests.py``, never
-run on the host, so the count is fixed before the solution runs):
+dataset fields must be decoded first). Which form, and what one test is (parsed in ``rlvr/sandbox/code_tests.py``,
+shared with the ``code_feedback`` environment, never run on the host, so the count is fixed before the
+solution runs):
 
 - *test code*, a string or ``{"code": ...}`` / ``{"test": ...}``, the rest of the module being setup:
   ``unittest.TestCase`` subclasses: each ``test*`` method (inherited ones in the file too) is a test, run by
@@ -65,28 +66,19 @@ pass. ``example.answer`` is a reference solution (``validate`` checks that it sc
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import re
-from pathlib import Path
 from typing import Any, Literal
 
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.sandbox import Limits, LocalSandbox, MiB, Program, Sandbox, default_sandbox
+from rlvr.sandbox.code_tests import TestSpec, parse_tests
+from rlvr.sandbox.programs import UntrustedReport, extract_code, judge_files, read_report, same_output
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
-from rlvr.verifiers.code_tests import TestSpec, parse_tests
 
-__all__ = ["CodeParams", "CodeVerifier", "TestSpec", "extract_code", "parse_tests"]
+__all__ = ["CodeParams", "CodeVerifier", "TestSpec", "extract_code", "parse_tests", "read_report"]
 
-_SANDBOX_DIR = Path(__file__).resolve().parent.parent / "sandbox"
-_JUDGE_SRC = (_SANDBOX_DIR / "judge.py").read_text()
-_HELPERS = {"rlvr_sandbox_rpc.py": "rpc.py", "rlvr_sandbox_forms.py": "forms.py",
-            "rlvr_sandbox_pytest.py": "pytest_shim.py"}  # shipped next to the judge in /box, under these names
-_HELPER_SRC = {box: (_SANDBOX_DIR / src).read_text() for box, src in _HELPERS.items()}
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 
 
 class CodeParams(Params):
@@ -100,50 +92,6 @@ class CodeParams(Params):
     compare: Literal["lines", "tokens", "exact"] = "lines"  # stdio default, unless the tests say otherwise
     python_site: bool = False  # let solutions import site-packages of the sandbox's interpreter
     require_bwrap: bool = False  # refuse (at build time) to run on the weak no-bubblewrap fallback
-
-
-def extract_code(text: str) -> str:
-    """The last ```python block, else the last untagged ``` block, else the whole text."""
-    blocks = _FENCE.findall(text)
-    for want in (("python", "py", "python3"), ("",)):
-        found = [body for lang, body in blocks if lang.lower() in want]
-        if found:
-            return found[-1]
-    return text
-
-
-def _same_output(got: str, want: str, how: str) -> bool:
-    if how == "exact":
-        return got == want
-    if how == "tokens":
-        return got.split() == want.split()
-    norm = lambda s: [ln.rstrip() for ln in s.replace("\r\n", "\n").rstrip().split("\n")]  # noqa: E731
-    return norm(got) == norm(want)
-
-
-class _Untrusted(Exception):
-    """The judge's report is missing, incomplete or tampered with."""
-
-
-def read_report(channel: bytes, key: bytes, nonce: str, n: int) -> list[dict]:
-    """The judge's per-test records, after checking every MAC, the sequence, the count and the nonce."""
-    lines = channel.split(b"\n")
-    if lines[-1] != b"":
-        raise _Untrusted("report cut off")
-    recs = []
-    for seq, raw in enumerate(lines[:-1]):
-        body, _, mac = raw.rpartition(b"\t")
-        if not hmac.compare_digest(hmac.new(key, body, hashlib.sha256).hexdigest().encode(), mac):
-            raise _Untrusted("report line with a bad MAC")
-        rec = json.loads(body)
-        if rec.get("seq") != seq:
-            raise _Untrusted("report out of sequence")
-        recs.append(rec)
-    if not recs or recs[-1].get("k") != "done" or recs[-1].get("nonce") != nonce or recs[-1].get("n") != n:
-        raise _Untrusted("no final record with the run's nonce: the judge did not finish")
-    if [r.get("i") for r in recs[:-1]] != list(range(n)):
-        raise _Untrusted("report does not cover every test exactly once")
-    return recs[:-1]
 
 
 class CodeVerifier(BaseVerifier):
@@ -190,7 +138,8 @@ class CodeVerifier(BaseVerifier):
         if len(spec) == 0:
             return _zero("no tests: an empty suite is never a pass")
         secret, nonce = os.urandom(32), os.urandom(16).hex()
-        program = Program(_JUDGE_SRC, files={"solution.py": code, **_HELPER_SRC},
+        judge, helpers = judge_files()
+        program = Program(judge, files={"solution.py": code, **helpers},
                           stdin=json.dumps(self._job(spec, secret, nonce)).encode(), channel=True,
                           nondumpable=True, python_site=self.params.python_site)
         res = self.sandbox.run(program, self._limits(spec))
@@ -198,9 +147,9 @@ class CodeVerifier(BaseVerifier):
                                             "wall_s": round(res.wall_s, 3), "killed": res.killed_reason}}
         try:
             if res.channel_truncated:
-                raise _Untrusted("report over its size cap")
+                raise UntrustedReport("report over its size cap")
             recs = read_report(res.channel, secret, nonce, len(spec))
-        except (_Untrusted, ValueError) as e:
+        except (UntrustedReport, ValueError) as e:
             info["stderr"] = res.stderr[-500:].decode("utf-8", "replace")
             return _zero(f"judge report rejected: {e}", info)
         if spec.kind == "call":
@@ -267,7 +216,7 @@ def _case_result(rec: dict, want: str, how: str) -> tuple[bool, str]:
         return False, "output far longer than expected"
     if rec.get("rc") != 0:
         return False, f"exit status {rec.get('rc')}: {str(rec.get('err', ''))[-200:]}"
-    if not _same_output(str(rec.get("out", "")), want, how):
+    if not same_output(str(rec.get("out", "")), want, how):
         return False, "wrong output"
     return True, ""
 
