@@ -301,3 +301,18 @@ def test_a_two_turn_training_run_with_vllm(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "mt" / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and all(m["engine/env/turns_mean"] == 2.0 for m in lines)
     assert all(m["logp_mismatch"] < 1e-3 for m in lines) and all(m["engine/env/errors"] == 0 for m in lines)
+
+
+def test_a_lora_model_is_served_with_its_adapters_merged():
+    """model.lora: the engine receives W + (alpha / r) B A under the base names; its log-probs are the
+    adapted trainer's."""
+    from rlvr.models.lora import LoRAConfig, apply_lora
+
+    model = apply_lora(chaotic_model(seed=5), LoRAConfig(rank=4, alpha=8))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.3)
+    out = VLLMEngine(model, TOK).generate(REQS, SamplingParams(1.0, max_new_tokens=8, seed=1))
+    lp, batch = trainer_logprobs(model, out, 1.0)
+    torch.testing.assert_close(lp, batch.behaviour_logp, rtol=0, atol=1e-4)

@@ -1,4 +1,4 @@
-"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config, defab.
+"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config, defab, data, merge.
 
 Start-up is kept fast: this module imports only typer and rich, and each command imports what it needs
 (torch, transformers and the component registries come with ``rlvr.config``), so ``rlvr --help``,
@@ -28,9 +28,12 @@ console = Console(stderr=True)
 
 
 def _mount_subcommands() -> None:
+    from rlvr.cli.data import app as data_app, merge
     from rlvr.cli.defab import app as defab_app
 
     app.add_typer(defab_app, name="defab", help="DeFAb: defeasible-logic engine and abduction instances")
+    app.add_typer(data_app, name="data", help="data pipeline: dedup, benchmark-overlap removal, label re-verification")
+    app.command("merge")(merge)
 
 
 _mount_subcommands()
@@ -290,6 +293,19 @@ def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comp
         _fail(str(e), 2)
     _print_summary(summary)
     console.print(f"wrote {path / 'plot.png'}, {path / 'summary.json'}, {path / 'report.html'}")
+
+
+@app.command()
+def export(path: Annotated[Path, typer.Argument(help="a run directory, a checkpoint, or a checkpoint's model/")],
+           merged: Annotated[Path, typer.Option("--merged", help="output model directory (LoRA adapters merged)")]):
+    """Write a run's model as a plain Hugging Face model directory (a LoRA adapter merged into its base)."""
+    from rlvr.train.export import export_model
+
+    try:
+        out = export_model(path, merged)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        _fail(str(e), 2)
+    console.print(f"wrote {out}")
 
 
 @app.command()

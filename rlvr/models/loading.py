@@ -12,6 +12,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, 
                           PreTrainedTokenizerFast)
 
 from rlvr.models.checks import ModelDirError, check_model_dir
+from rlvr.models.lora import LoRAConfig
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
 
 __all__ = ["ModelConfig", "load_model", "load_tokenizer", "DTYPES"]
@@ -28,6 +29,7 @@ class ModelConfig(BaseModel):
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="parameter dtype")
     chat_template: bool = Field(False, description="render prompts with the tokenizer's chat template")
     logprob_chunk_tokens: int = Field(4096, gt=0, description="tokens per log-prob chunk (bounds [tokens, vocab] memory)")
+    lora: LoRAConfig = Field(default_factory=LoRAConfig, description="LoRA adapters for the RL phase (peft)")
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:

@@ -38,6 +38,7 @@ from typing import Sequence
 import torch
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
+from rlvr.models.lora import inference_state_dict
 from rlvr.rollout.base import ENGINES, encode_prompt
 from rlvr.rollout.hf import _cut_at_stop_string
 from rlvr.rollout.vllm_config import VLLMConfig
@@ -134,7 +135,7 @@ class VLLMEngine:
         """Copy the trainer's current weights into the engine now and drop the stale prefix cache."""
         if self._asleep:
             self.llm.wake_up(tags=["weights"])
-        weights = [(name, t.detach()) for name, t in self.model.state_dict().items()]
+        weights = [(name, t.detach()) for name, t in inference_state_dict(self.model).items()]  # LoRA merged
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
         if self._asleep:
             self.llm.wake_up(tags=["kv_cache"])

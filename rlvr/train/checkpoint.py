@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from rlvr.models.lora import has_lora, save_adapter
+
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints"]
 
 
@@ -74,7 +76,10 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     tmp = root / f".tmp_step_{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp / "model", safe_serialization=True)
+    if has_lora(model):  # the adapter only: the frozen base is in the run directory's lora_base/
+        save_adapter(model, tmp / "model")
+    else:
+        model.save_pretrained(tmp / "model", safe_serialization=True)
     tokenizer.save_pretrained(tmp / "model")
     opt_tensors, opt_meta = _flatten_optimizer(optimizer)
     save_file(opt_tensors, str(tmp / "optimizer.safetensors"))

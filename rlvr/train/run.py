@@ -22,6 +22,7 @@ from rlvr.config import RunConfig, dump_config, load_config, needs_reference
 from rlvr.eval.evaluate import evaluate, scalar_metrics
 from rlvr.eval.output import eval_path, write_eval
 from rlvr.models.loading import ModelConfig, load_model
+from rlvr.models.lora import describe, is_adapter_dir, load_adapter
 from rlvr.rollout.wrappers import engine_state, load_engine_state
 from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
@@ -141,6 +142,7 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
         "peak_gpu_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
         "prompts": extra.get("prompts"),
         "threads": torch.get_num_threads(),
+        **describe(c.model, c.optimizer),  # trainable / total parameters, optimizer-state bytes (LoRA: adapters)
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -187,6 +189,9 @@ def train(cfg: RunConfig, model=None, tokenizer=None, task: Task | None = None) 
             p.model.save_pretrained(out / "reference", safe_serialization=True)
             p.tokenizer.save_pretrained(out / "reference")
             ref = copy.deepcopy(p.model).eval().requires_grad_(False)
+        if cfg.model.lora.rank:  # the frozen base, once: checkpoints then hold the adapter only
+            p.model.save_pretrained(out / "lora_base", safe_serialization=True)
+            p.tokenizer.save_pretrained(out / "lora_base")
         seed_everything(cfg.seed)
         c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref)
         extra["eval_before"] = _eval_at(cfg, c.engine, p.task, out, 0)
@@ -215,8 +220,12 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
         if overrides:
             (run_dir / "config.yaml").write_text(dump_config(cfg))
         _say(f"resuming {run_dir} from {ckpt.name} (step {step} of {cfg.train.steps})")
-        p = prepare(cfg, task=task, model_cfg=ModelConfig(path=str(ckpt / "model"), dtype=cfg.model.dtype,
+        adapter = is_adapter_dir(ckpt / "model")
+        weights = run_dir / "lora_base" if adapter else ckpt / "model"
+        p = prepare(cfg, task=task, model_cfg=ModelConfig(path=str(weights), dtype=cfg.model.dtype,
                                                           chat_template=cfg.model.chat_template))
+        if adapter:
+            load_adapter(p.model, ckpt / "model")
         ref = None
         if needs_reference(cfg):
             ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype))
@@ -235,9 +244,9 @@ def _resolve_model_dir(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"--model {path}: no such file or directory")
-    if (path / "config.json").is_file():
+    if (path / "config.json").is_file() or is_adapter_dir(path):
         return path
-    if (path / "model" / "config.json").is_file():
+    if (path / "model" / "config.json").is_file() or is_adapter_dir(path / "model"):
         return path / "model"
     if not list_checkpoints(path):
         raise FileNotFoundError(f"--model {path}: neither a model directory (no config.json) nor a run directory "
@@ -249,9 +258,14 @@ def eval_model(cfg: RunConfig, model_path: str | Path | None = None, on_progress
                model=None, tokenizer=None, task: Task | None = None) -> dict[str, Any]:
     """Evaluate ``model_path`` (or a model object, or the config's model) on the task's eval split
     (per-prompt records included)."""
-    mcfg = None if model_path is None else ModelConfig(path=str(_resolve_model_dir(model_path)),
-                                                       dtype=cfg.model.dtype, chat_template=cfg.model.chat_template)
+    resolved = None if model_path is None else _resolve_model_dir(model_path)
+    adapter = resolved is not None and is_adapter_dir(resolved)
+    weights = resolved.parents[2] / "lora_base" if adapter else resolved  # a checkpoint's adapter: its run's base
+    mcfg = None if resolved is None else ModelConfig(path=str(weights), dtype=cfg.model.dtype,
+                                                     chat_template=cfg.model.chat_template)
     p = prepare(cfg, model, tokenizer, task, model_cfg=mcfg, check_scoring=False)
+    if adapter:
+        load_adapter(p.model, resolved)
     engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
     name = str(model_path or ("model object" if model is not None else cfg.model.path or "tiny"))
     return {"model": name, "task": cfg.task.name if task is None else task.name,

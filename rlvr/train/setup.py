@@ -22,6 +22,7 @@ from rlvr.config import RunConfig
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
+from rlvr.models.lora import apply_lora
 from rlvr.rollout.wrappers import base_engine, wrap_engine
 from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
@@ -135,7 +136,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                      ref_model=None) -> Components:
     """The loop's components for ``model`` and ``task`` as the config names them."""
     device = torch.device(device)
-    model.to(device)
+    model = apply_lora(model, cfg.model.lora).to(device)  # adapters only train (a no-op without model.lora)
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     opt, sched = _optimizer(cfg, model)
     sampler, allocator, stats = build_data(cfg, task)

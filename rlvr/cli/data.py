@@ -1,0 +1,127 @@
+"""``rlvr data clean`` (the data pipeline, :mod:`rlvr.datapipe`) and ``rlvr merge`` (weight interpolation).
+
+:mod:`rlvr.cli.commands` mounts ``app`` as ``rlvr data`` and registers :func:`merge` as ``rlvr merge``.
+Only typer and rich are imported here; the pipeline (datasketch) and the merge (torch, transformers) load
+inside the commands, so ``rlvr --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["app", "merge", "print_report"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Data pipeline: dedup, benchmark-overlap removal, label re-verification (docs/data.md).")
+console = Console(stderr=True)
+
+_LABELS = {"malformed": "malformed lines", "benchmark_overlap": "benchmark overlap", "wrong_label": "wrong labels",
+           "ambiguous": "ambiguous labels", "exact_duplicate": "exact duplicates", "near_duplicate": "near duplicates"}
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    console.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@app.callback()
+def _data() -> None:
+    """Data pipeline: dedup, benchmark-overlap removal, label re-verification (docs/data.md)."""
+
+
+@app.command()
+def clean(file: Annotated[Path, typer.Argument(help="input JSONL: one {prompt, answer, ...} object per line")],
+          out: Annotated[Path, typer.Option("--out", "-o", help="cleaned JSONL (kept rows, unchanged, in order)")],
+          report: Annotated[Optional[Path], typer.Option("--report", help="report JSON (default: OUT.report.json)")] = None,
+          dedup: Annotated[bool, typer.Option("--dedup/--no-dedup", help="remove exact and near duplicates")] = True,
+          near: Annotated[bool, typer.Option("--near/--no-near", help="near duplicates too (MinHash/LSH)")] = True,
+          near_threshold: Annotated[float, typer.Option(help="Jaccard similarity of a near duplicate")] = 0.7,
+          num_perm: Annotated[int, typer.Option(help="MinHash permutations")] = 128,
+          shingle: Annotated[str, typer.Option(help="shingles: word or char n-grams")] = "word",
+          shingle_size: Annotated[int, typer.Option(help="words (or characters) per shingle")] = 5,
+          benchmark: Annotated[Optional[list[Path]], typer.Option("--benchmark", "-b", help="benchmark file, JSONL or text (repeatable)")] = None,
+          benchmark_field: Annotated[Optional[list[str]], typer.Option(help="only these fields of JSONL benchmark items (repeatable)")] = None,
+          ngram: Annotated[int, typer.Option(help="n-gram size of benchmark overlap")] = 13,
+          verify: Annotated[Optional[str], typer.Option("--verify", help="re-verify labels with this verifier (a name or module:function)")] = None,
+          drop_ambiguous: Annotated[bool, typer.Option(help="remove ambiguous labels too (default: flag and keep)")] = False,
+          reference_field: Annotated[Optional[list[str]], typer.Option(help="fields holding a trusted answer or solution (repeatable; default gold, reference, solution, completion)")] = None,
+          prompt_field: Annotated[str, typer.Option(help="field holding the prompt")] = "prompt",
+          answer_field: Annotated[str, typer.Option(help="field holding the gold answer")] = "answer",
+          workers: Annotated[int, typer.Option(help="verifier threads")] = 4,
+          timeout: Annotated[float, typer.Option(help="seconds per batch of labels before late ones count as ambiguous")] = 60.0):
+    """Clean a JSONL dataset: malformed lines, benchmark overlap, wrong labels, exact and near duplicates.
+
+    Writes the kept rows to OUT and a report (counts, settings, and each removed or flagged row's line,
+    reason and evidence) to --report; prints a summary.
+    """
+    from rlvr.datapipe import CleanOptions, clean_file
+    from rlvr.datapipe.relabel import DEFAULT_REFERENCE_FIELDS
+
+    report = report or out.with_name(out.name + ".report.json")
+    opts = CleanOptions(dedup=dedup, near=near, near_threshold=near_threshold, num_perm=num_perm, shingle=shingle,
+                        shingle_size=shingle_size, benchmarks=list(benchmark or []),
+                        benchmark_fields=list(benchmark_field) if benchmark_field else None, ngram=ngram,
+                        verifier=verify, drop_ambiguous=drop_ambiguous,
+                        reference_fields=tuple(reference_field) if reference_field else DEFAULT_REFERENCE_FIELDS,
+                        prompt_field=prompt_field, answer_field=answer_field, workers=workers, timeout_s=timeout)
+    try:
+        result = clean_file(file, out, opts, report)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    except ImportError as e:
+        _fail(f"{e} (install the optional extra: pip install 'rlvr[data]')")
+    print_report(result, Console())
+    console.print(f"wrote {out} and {report}")
+
+
+def print_report(report: dict, con: Console, examples: int = 3) -> None:
+    """The report's counts and a few removed/flagged rows per reason, as a table."""
+    c = report["counts"]
+    t = Table(title=f"rlvr data clean: {report['input']}: {c['lines']} lines, kept {c['kept']}")
+    t.add_column("reason")
+    t.add_column("rows", justify="right")
+    t.add_column("examples (line: evidence)")
+    for reason, label in _LABELS.items():
+        if reason == "ambiguous" and not report["settings"].get("verifier"):
+            continue
+        rows = [e for e in report["rows"] if e["reason"] == reason][:examples]
+        shown = "; ".join(f"{e['line']}: {_evidence(e)}" for e in rows)
+        flagged = reason == "ambiguous" and not report["settings"].get("drop_ambiguous")
+        t.add_row(label + (" (flagged, kept)" if flagged else ""), str(c[reason]), escape(shown))
+    con.print(t)
+    con.print(f"{report['rows_per_second']} lines/s", highlight=False)
+
+
+def _evidence(e: dict) -> str:
+    ev = e["evidence"]
+    if "duplicate_of_line" in ev:
+        return f"of line {ev['duplicate_of_line']}" + (f" (J≈{ev['jaccard']})" if "jaccard" in ev else "")
+    if "ngram" in ev:
+        return f"{Path(ev['benchmark']).name}:{ev['benchmark_line']} \"{ev['ngram'][:40]}\""
+    if "verifier_reason" in ev:
+        return f"{ev['label']!r}: {ev['verifier_reason']}"[:60]
+    return str(ev.get("error", ev))[:60]
+
+
+def merge(a: Annotated[Path, typer.Argument(help="model directory A (alpha = 0), e.g. the base model")],
+          b: Annotated[Path, typer.Argument(help="model directory B (alpha = 1), e.g. the SFT model")],
+          out: Annotated[Path, typer.Option("--out", "-o", help="output model directory")],
+          alpha: Annotated[float, typer.Option(help="weight of B: θ = (1 − α)·θ_A + α·θ_B")] = 0.5):
+    """Interpolate two models' weights (L20-Edu's SFT weight interpolation): θ = (1 − α)·θ_A + α·θ_B."""
+    import os
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from rlvr.datapipe.merge import MergeError, merge_models
+
+    try:
+        info = merge_models(a, b, alpha, out)
+    except (MergeError, OSError) as e:
+        _fail(str(e))
+    Console().print_json(json.dumps(info))
