@@ -177,6 +177,11 @@ class AlgorithmConfig(Section):
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)
     epochs: int = Field(1, gt=0, description="update passes over each rollout batch (mu)")
     minibatches: int = Field(4, gt=0, description="optimizer steps per pass; the batch splits evenly")
+    train_temperature: float | None = Field(
+        None, gt=0.0, description="temperature the trainer recomputes log-probs (and entropies) at, in the update "
+                                  "and the old/reference/token-statistics passes (null: rollout.temperature). "
+                                  "OSFT decouples it from the sampling temperature (tau_t = 1, tau_s = 0.6); the "
+                                  "engine-vs-trainer logp_mismatch metric then includes the temperature gap")
 
 
 class OptimConfig(Section):

@@ -27,7 +27,8 @@ __all__ = [
 EXTRAS = {
     "old_logp": "[N, T] log-probs of the sampling policy, recomputed by the trainer before the update",
     "ref_logp": "[N, T] log-probs under the frozen reference model (loads one even when kl.coef is 0)",
-    "entropy": "[N, T] per-token entropy of the sampling policy (at the rollout temperature)",
+    "entropy": "[N, T] per-token entropy of the sampling policy (at the training temperature: "
+               "algorithm.train_temperature, default the rollout temperature)",
     "self_certainty": "[N, T] logsumexp(z/T) - mean_v(z/T) over the vocabulary (UCAS)",
     "chosen_logit": "[N, T] raw logit of the sampled token, before temperature (UCAS)",
     "teacher_logp": "[N, T] log-probs under the current policy given prompt + the gold answer "

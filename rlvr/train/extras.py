@@ -12,7 +12,8 @@ logits per chunk of tokens; ``teacher_logp`` and ``neg_teacher_logp`` one policy
 prompt + hint + completion; ``segment_end`` decodes each distinct completion token once (no model pass).
 
 Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
-divided by the rollout temperature for entropy and self-certainty; ``chosen_logit`` is before temperature.
+divided by the training temperature (``algorithm.train_temperature``, default the rollout temperature) for
+entropy and self-certainty; ``chosen_logit`` is before temperature.
 ``hidden`` pools the last hidden states at the completion tokens' own positions (the last one has read the
 whole completion). The negative teacher's hint is the rejected completion's answer as CEPO's code takes it:
 the content of its last ``\\boxed{...}``, else its first 50 characters.

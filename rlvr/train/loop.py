@@ -65,7 +65,8 @@ def settings(cfg: RunConfig, kl_coef: float | None = None, step: int = 0,
              objective_state: Any = None) -> UpdateSettings:
     coef = cfg.algorithm.kl.coef if kl_coef is None else kl_coef
     in_loss = cfg.algorithm.kl.placement == "loss"
-    return UpdateSettings(cfg.algorithm, cfg.train.micro_batch_size, cfg.rollout.temperature,
+    return UpdateSettings(cfg.algorithm, cfg.train.micro_batch_size,
+                          cfg.algorithm.train_temperature or cfg.rollout.temperature,  # (null: the rollout's)
                           cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm, coef if in_loss else 0.0,
                           cfg.rollout.max_new_tokens, step, max(cfg.train.steps, 1), objective_state,
                           algorithm_traits(cfg))
