@@ -10,6 +10,7 @@ the ``multiturn`` engine wrapper.
 
 from rlvr.envs import tool_env  # noqa: F401  (registration: environments)
 from rlvr.envs import code_env, dafny_env, python_env  # noqa: F401  (registration; sandbox imported on use)
+from rlvr.envs import lookup_env  # noqa: F401  (registration: the tool-use demo's environment)
 from rlvr.envs.atlassian import ISSUE_TYPES, TOOL_SCHEMAS, WORKFLOW, IssueTrackerEnv
 from rlvr.envs.base import ENVIRONMENTS, Environment, Step, env_factory, episode_seed
 from rlvr.envs.schema import schema_errors, type_ok
