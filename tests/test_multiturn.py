@@ -368,3 +368,19 @@ def test_evaluation_runs_episodes_too_without_touching_the_training_driver(tiny_
     m = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert m["engine/env/episodes"] == train_episodes and m["engine/env/turns_mean"] == 2.0
     assert summary["eval_after"]["mean_length"] > 4  # two turns and an observation, not one 4-token turn
+
+
+def test_tool_error_rate_counts_steps_whose_info_flags_a_bad_call(hf):
+    class Clumsy(Countdown):
+        """Its first step of each episode is a bad tool call."""
+
+        def step(self, action):
+            out = super().step(action)
+            obs, reward, done, info = out if isinstance(out, tuple) else tuple(out)
+            return Step(obs, reward, done, {**(info or {}), "tool_error": self.i == 1})
+
+    drv, _ = _driver(hf, Clumsy, max_turns=4)
+    drv.generate([GenerationRequest(ex, 2) for ex in _examples(1, 3)], SamplingParams(max_new_tokens=3, seed=0))
+    m = drv.metrics()
+    # episodes of 1 and 3 steps, two of each: 8 steps, of which the 4 first steps are errors
+    assert m["env/tool_error_rate"] == pytest.approx(4 / 8)

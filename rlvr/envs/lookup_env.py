@@ -95,9 +95,10 @@ class LookupEnv:
             if arg == self.key:
                 return Step(f"{self.key}={self.value}", 0.0, False, {**self.counts, "value": self.value})
             self.counts["bad_calls"] += 1
-            return Step(f"error: unknown key {arg}", 0.0, False, {**self.counts, "value": self.value})
+            return Step(f"error: unknown key {arg}", 0.0, False, {**self.counts, "value": self.value,
+                                                                   "tool_error": True})
         self.counts["malformed"] += 1
-        return Step("error: unknown command", 0.0, False, {**self.counts, "value": self.value})
+        return Step("error: unknown command", 0.0, False, {**self.counts, "value": self.value, "tool_error": True})
 
 
 @ENVIRONMENTS.register("lookup", LookupParams)

@@ -245,6 +245,8 @@ class MultiTurnEngine:
                 continue
             ep.rewards.append(reward)
             ep.info = dict(out.info or {})
+            self._steps += 1
+            self._tool_errors += bool(ep.info.get("tool_error"))  # a malformed or failed tool call
             if out.done:
                 ep.done = ep.env_done = True
             elif last_turn or len(ep.ids) >= budget:
@@ -276,7 +278,7 @@ class MultiTurnEngine:
 
     # ---- metrics ----------------------------------------------------------------------------------
     def _reset_metrics(self) -> None:
-        self._episodes = self._errors = self._turns = self._truncated = 0
+        self._episodes = self._errors = self._turns = self._truncated = self._steps = self._tool_errors = 0
         self._reward, self._seconds = 0.0, 0.0
 
     def _count(self, out: list[EpisodeCompletion]) -> None:
@@ -288,13 +290,14 @@ class MultiTurnEngine:
 
     def metrics(self) -> dict[str, float]:
         """Since the last call: ``env/episodes``, ``env/errors``, ``env/turns_mean``, ``env/truncated_frac``,
-        ``env/reward_mean``, ``env/seconds``."""
+        ``env/reward_mean``, ``env/seconds`` and ``env/tool_error_rate`` (the share of environment steps
+        whose info says ``tool_error``: a malformed or failed tool call)."""
         if not self._episodes:
             return {}
         n = self._episodes
         out = {"env/episodes": float(n), "env/errors": float(self._errors), "env/turns_mean": self._turns / n,
                "env/truncated_frac": self._truncated / n, "env/reward_mean": self._reward / n,
-               "env/seconds": self._seconds}
+               "env/seconds": self._seconds, "env/tool_error_rate": self._tool_errors / max(self._steps, 1)}
         self._reset_metrics()
         return out
 

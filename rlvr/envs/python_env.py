@@ -186,7 +186,7 @@ class PythonToolEnv:
 
     def _malformed(self, why: str) -> Step:
         self.counts["malformed"] += 1
-        return Step(f"Malformed tool call: {why}.", 0.0, False, {**self.counts, "reason": why})
+        return Step(f"Malformed tool call: {why}.", 0.0, False, {**self.counts, "reason": why, "tool_error": True})
 
     def _call(self, code: str) -> Step:
         from rlvr.sandbox import Limits, MiB, Program, default_sandbox

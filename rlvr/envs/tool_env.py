@@ -64,7 +64,8 @@ class ToolCallEnv:
         self.counts["calls"] += len(calls)
         self.counts["failed"] += sum(not r["ok"] for r in results[: len(calls)])
         self.counts["malformed"] += malformed
-        return Step(json.dumps(results, sort_keys=True), 0.0, False, dict(self.counts))
+        return Step(json.dumps(results, sort_keys=True), 0.0, False,
+                    {**self.counts, "tool_error": any(not r["ok"] for r in results)})
 
     def state_dict(self) -> dict:
         """The API's state (for inspection and tests; episodes are never checkpointed)."""
