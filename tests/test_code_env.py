@@ -182,3 +182,12 @@ def test_a_scripted_episode_through_the_driver():
     for s in c.segments:
         assert set(mask[s.start: s.end]) == ({0.0} if s.source == "inserted" else {1.0})
     assert "<obs>" not in c.text
+
+
+def test_an_episode_bound_below_the_environments_own_turns_is_a_config_error():
+    from rlvr.envs import MultiTurnConfig
+
+    with pytest.raises(Exception, match=r"own max_turns=4, beyond rollout.multiturn.max_turns=2"):
+        MultiTurnConfig(env="code_feedback", max_turns=2)
+    assert MultiTurnConfig(env="code_feedback", max_turns=2, params={"max_turns": 2}).max_turns == 2
+    assert MultiTurnConfig(env="code_feedback", max_turns=6).max_turns == 6

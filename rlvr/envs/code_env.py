@@ -14,8 +14,8 @@ both), or the exception / exit status / time-out, cut to ``max_observation_chars
 
 **Rewards.** The episode ends when every test passes (reward 1) or at the environment's own ``max_turns``
 (reward: 1 only if all pass with ``reward="all"``, the fraction passing with ``reward="fraction"``); every
-earlier turn's reward is 0. Keep ``rollout.multiturn.max_turns`` at least this ``max_turns``: an episode
-the driver cuts first never gets its final reward (env reward 0; the task's verifier still scores it).
+earlier turn's reward is 0. ``rollout.multiturn.max_turns`` below this ``max_turns`` is a config error
+(an episode the driver cut first would never get its final reward).
 ``info`` gives ``passed``, ``total``, ``pass_fraction``, ``failures`` (test names), ``reason`` and
 ``sandbox_s``.
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlvr.envs.base import env_factory
+from rlvr.envs.base import ENVIRONMENTS, env_factory
 from rlvr.envs.multiturn import MultiTurnEngine
 from rlvr.envs.render import PLAIN_TEMPLATE
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS
@@ -58,6 +58,12 @@ class MultiTurnConfig(BaseModel):
     def _check(self) -> "MultiTurnConfig":
         if self.env is not None:
             env_factory(self.env, self.params)  # unknown name or bad params: a config error now
+            own = ENVIRONMENTS.get(self.env).params(**self.params)
+            if getattr(own, "max_turns", None) is not None and own.max_turns > self.max_turns:
+                raise ValueError(f"environment {self.env!r} ends its episodes (and scores them) at its own "
+                                 f"max_turns={own.max_turns}, beyond rollout.multiturn.max_turns={self.max_turns}: "
+                                 "every episode would be cut before its reward; set rollout.multiturn.max_turns "
+                                 f">= {own.max_turns} or params.max_turns <= {self.max_turns}")
         if "{observation}" not in self.observation_template:
             raise ValueError("observation_template must contain {observation}")
         return self
