@@ -33,6 +33,7 @@ from rlvr.optim import OPTIMIZERS
 from rlvr.registry import Params, Registry, RegistryError
 from rlvr.rollout.base import ENGINES
 from rlvr.sampling import ALLOCATORS, SAMPLERS
+from rlvr.tasks.appeals import AppealConfig
 from rlvr.tasks.base import TASKS
 
 __all__ = ["Component", "RunConfig", "ConfigError", "load_config", "apply_overrides", "dump_config",
@@ -118,6 +119,8 @@ class ScoringConfig(Section):
     max_error_frac: float = Field(0.5, ge=0.0, le=1.0, description="stop the run when the verifier raises on more "
                                   "than this share of a step's completions (a broken reward function, not bad "
                                   "output; 1: never stop)")
+    appeal: AppealConfig = Field(default_factory=AppealConfig, description="E1 appeals: a second verifier re-checks "
+                                 "a sample of each step's negatives and estimates the false-negative rate (fn_rate)")
 
 
 class KLConfig(Section):

@@ -20,6 +20,7 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, MASK_TRA
                                      AdvantageInputs, MaskInputs, TransformInputs, call, token_advantages)
 from rlvr.config import RunConfig, algorithm_needs, algorithm_traits
 from rlvr.core.batch import build_batch
+from rlvr.tasks.appeals import AppealState
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.extras import compute_extras
 from rlvr.train.features import step_features
@@ -48,6 +49,7 @@ class Components:
     kl: Any = None  # KLController; None means a constant kl.coef
     scorer: Any = None  # Scorer; None scores in-line with task.score
     algo_state: Any = None  # AlgorithmState of stateful components; None builds it from the config
+    appeal: Any = field(default_factory=lambda: AppealState())  # scoring.appeal's running FN-rate estimate
 
     def __post_init__(self):
         if self.scorer is None:

@@ -34,6 +34,7 @@ from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score
 from rlvr.envs.multiturn import env_scores
 from rlvr.rollout.wrappers import engine_metrics
 from rlvr.sampling.base import Group
+from rlvr.tasks.appeals import appeal_state, run_appeal
 from rlvr.train.features import step_features
 
 __all__ = ["Rollouts", "collect_rollouts", "DynamicSamplingShortfall", "stage_seed"]
@@ -206,7 +207,16 @@ def _filter_inputs(r: Rollouts) -> GroupFilterInputs:
 
 
 def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
-    """One step's rollouts; ``seed_for(round)`` gives each generation round's sampling seed."""
+    """One step's rollouts; ``seed_for(round)`` gives each generation round's sampling seed. With
+    ``scoring.appeal.verifier`` set, the trained batch's negatives are then appealed (rlvr.tasks.appeals)."""
+    ro = _collect(cfg, c, step, seed_for)
+    if cfg.scoring.appeal.verifier is None or not ro.completions:
+        return ro
+    appeal = run_appeal(cfg.scoring.appeal, appeal_state(c), ro.groups, seed_for(0))
+    return Rollouts(ro.groups, {**ro.metrics, **appeal})
+
+
+def _collect(cfg, c, step: int, seed_for) -> Rollouts:
     want = cfg.rollout.prompts_per_step
     ds = cfg.algorithm.dynamic_sampling
     group_filter = step_features(cfg, c.ref_model is not None).group_filter

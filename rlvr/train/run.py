@@ -24,6 +24,7 @@ from rlvr.eval.output import eval_path, write_eval
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.lora import describe, is_adapter_dir, load_adapter
 from rlvr.rollout.wrappers import engine_state, load_engine_state
+from rlvr.tasks.appeals import appeal_state
 from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from rlvr.train.interrupt import deferred_interrupt
@@ -89,7 +90,8 @@ class _EngineState:
 def _stateful(c: Components) -> dict[str, Any]:
     """Every object whose state a checkpoint holds, by its key in ``state.json``: save and resume walk this."""
     return {"sampler": c.sampler, "allocator": c.allocator, "stats": c.stats, "kl": c.kl,
-            "algorithm_state": c.algo_state, "task": c.task, "engine": _EngineState(c.engine)}
+            "algorithm_state": c.algo_state, "task": c.task, "engine": _EngineState(c.engine),
+            "appeal": appeal_state(c)}
 
 
 def _nan_message(e: Exception, run_dir: Path) -> str:
