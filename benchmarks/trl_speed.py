@@ -49,7 +49,8 @@ from rlvr.tasks.base import Task, WeightedVerifier
 from rlvr.train.loop import rl_step
 from rlvr.train.setup import build_components
 from rlvr.verifiers.base import from_callable
-from trl_speed_support import SamplingCheck, profile_rlvr  # this script's folder is on sys.path
+# this script's folder is on sys.path
+from trl_speed_support import SamplingCheck, profile_rlvr, report, summary
 
 CLIP = 0.2
 MAX_GRAD_NORM = 1.0
@@ -303,49 +304,6 @@ def _full_length(completion_ids, a) -> None:
                            f"not {a.prompts * a.group} of {a.new_tokens}")
 
 
-# ---------------------------------------------------------------------------------------------- report
-
-def report(a, runners: dict[str, Phases]) -> dict[str, dict[str, float]]:
-    """Medians after the warm-up, printed; returned as {runner: {phase: seconds}}. ``rest`` is, per step, what
-    the named phases leave of the wall time (for TRL: its generation-batch preparation besides generate and
-    reward calls; its ``update`` is the remainder of the step: loss, backward, clip, optimizer, logging)."""
-    w = a.warmup
-    print(f"\nworkload: {a.prompts} prompts x {a.group} completions x {a.new_tokens} tokens, tiny qwen2 "
-          f"h={a.hidden} L={a.layers}, {torch.get_num_threads()} torch threads; median of {a.steps} steps "
-          f"after {w} warm-up\n")
-    print(f"{'':12}{'s/step':>8}{'cpu s':>8}{'generate':>10}{'score':>8}{'update':>8}{'rest':>8}   wall min-max")
-    med: dict[str, dict[str, float]] = {}
-    for name, ph in runners.items():
-        t = ph.t
-
-        def part(k: str, i: int) -> float:
-            return t[k][i] if i < len(t.get(k, [])) else float("nan")
-
-        n = len(t["step"])
-        if name == "trl":  # generate+score+batch is timed as a whole; the rest of the step is the update
-            t["update"] = [part("step", i) - part("gsb", i) for i in range(n)]
-            t["rest"] = [part("gsb", i) - part("generate", i) - part("score", i) for i in range(n)]
-        else:
-            t["rest"] = [part("step", i) - part("generate", i) - part("score", i) - part("update", i)
-                         for i in range(n)]
-        keys = ("step", "cpu", "generate", "score", "update", "rest")
-        med[name] = {k: ph.median(k, w) for k in keys}
-        cols = "".join(f"{med[name][k]:{width}.3f}" for k, width in zip(keys, (8, 8, 10, 8, 8, 8)))
-        print(f"{name:12}{cols}   {min(t['step'][w:]):.3f}-{max(t['step'][w:]):.3f}")
-    fl = med["floor"]
-    print(f"\n{'':16}{'step wall':>10}{'step cpu':>10}{'generate':>10}{'update':>10}")
-    for name, m in med.items():
-        if not name.startswith("rlvr"):
-            continue
-        print(f"{name + ' / floor':16}{m['step'] / fl['step']:10.3f}{m['cpu'] / fl['cpu']:10.3f}"
-              f"{m['generate'] / fl['generate']:10.3f}{m['update'] / fl['update']:10.3f}")
-        if "trl" in med:
-            tr = med["trl"]
-            print(f"{'  TRL / ' + name[5:]:16}{tr['step'] / m['step']:10.2f}x{tr['cpu'] / m['cpu']:9.2f}x"
-                  f"{tr['generate'] / m['generate']:9.2f}x{tr['update'] / m['update']:9.2f}x   (TRL's time over rlvr's)")
-    return med
-
-
 def run_workload(a, engines: list[str]) -> dict[str, dict[str, float]]:
     """TRL (when installed), rlvr with each engine, and the floor on one workload, one step each in turn."""
     prompts = make_prompts(a.prompts * (a.warmup + a.steps), a.seed)
@@ -381,20 +339,6 @@ def run_workload(a, engines: list[str]) -> dict[str, dict[str, float]]:
     if a.profile:
         profile_rlvr(a, Rlvr(a, prompts, engines[0]))
     return med
-
-
-def summary(results: dict[str, dict[str, dict[str, float]]]) -> None:
-    """The goals side by side: step time against TRL, generation against HF generate (the floor's), update
-    against the floor's."""
-    print("\nsummary (wall-clock medians):")
-    print(f"{'workload':12}{'engine':9}{'TRL/rlvr step':>15}{'gen speed-up':>14}{'update/floor':>14}")
-    for wl, med in results.items():
-        for name, m in med.items():
-            if not name.startswith("rlvr"):
-                continue
-            vs_trl = f"{med['trl']['step'] / m['step']:.2f}x" if "trl" in med else "-"
-            print(f"{wl:12}{name[5:]:9}{vs_trl:>15}{med['floor']['generate'] / m['generate']:13.2f}x"
-                  f"{m['update'] / med['floor']['update']:14.3f}")
 
 
 def engines_available(names: list[str]) -> list[str]:

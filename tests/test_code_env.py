@@ -4,11 +4,12 @@ sandbox itself, and a scripted multi-turn rollout through the driver."""
 
 import pytest
 
-from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
+from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory
 from rlvr.envs.code_env import CodeFeedbackEnv, CodeFeedbackParams, extract_code, parse_feedback_tests
 from rlvr.models import char_tokenizer
 from rlvr.sandbox import LocalSandbox, SandboxResult
+from tests.test_multiturn import Scripted  # a policy that says given texts, one per turn
 
 ADD = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"]
 
@@ -145,25 +146,6 @@ def test_sandbox_failures_are_observations_or_end_the_episode():
     forged = CodeFeedbackEnv(CodeFeedbackParams(), _Fake(SandboxResult(0, b"", b"", channel=b'{"k": "done"}\tabc\n')))
     forged.reset(Example("c", "p", "", meta={"tests": ADD}), 0)
     assert "bad MAC" in forged.step("x")[0]
-
-
-class Scripted:
-    """A policy that says the given texts, one per turn (as tests/test_multiturn.py's)."""
-
-    def __init__(self, tokenizer, turns):
-        self.tok, self.turns, self.t = tokenizer, turns, 0
-
-    def sync_weights(self):
-        return None
-
-    def generate(self, requests, sampling):
-        out = []
-        for i, r in enumerate(requests):
-            new = self.tok(self.turns[self.t], add_special_tokens=False)["input_ids"]
-            out.append(Completion(r.example.id, [5], list(r.prefix_ids) + new,
-                                  list(r.prefix_logprobs) + [-1.0] * len(new), "stop", "", group=i))
-        self.t += 1
-        return out
 
 
 def test_a_scripted_episode_through_the_driver():

@@ -6,11 +6,12 @@ rollout through the driver."""
 
 import pytest
 
-from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
+from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory
 from rlvr.envs import dafny_env
 from rlvr.envs.dafny_env import DafnyEnv, DafnyParams, dafny_available, extract_dafny, spec_violations
 from rlvr.models import char_tokenizer
+from tests.test_multiturn import Scripted  # a policy that says given texts, one per turn
 
 MAX_SPEC = """// the larger of two integers
 method Max(a: int, b: int) returns (m: int)
@@ -177,25 +178,6 @@ def test_the_config_validates_the_params():
         MultiTurnConfig(env="code_feedback", params={"reward": "best"})
     with pytest.raises(Exception, match="timeout_s"):
         MultiTurnConfig(env="python_tool", params={"timeout_s": -1})
-
-
-class Scripted:
-    """A policy that says the given texts, one per turn (as tests/test_multiturn.py's)."""
-
-    def __init__(self, tokenizer, turns):
-        self.tok, self.turns, self.t = tokenizer, turns, 0
-
-    def sync_weights(self):
-        return None
-
-    def generate(self, requests, sampling):
-        out = []
-        for i, r in enumerate(requests):
-            new = self.tok(self.turns[self.t], add_special_tokens=False)["input_ids"]
-            out.append(Completion(r.example.id, [5], list(r.prefix_ids) + new,
-                                  list(r.prefix_logprobs) + [-1.0] * len(new), "stop", "", group=i))
-        self.t += 1
-        return out
 
 
 @needs_dafny

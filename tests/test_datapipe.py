@@ -13,7 +13,7 @@ from rlvr.cli import app
 from rlvr.datapipe import CleanOptions, clean_file
 from rlvr.datapipe.decontam import BenchmarkIndex
 from rlvr.datapipe.dedup import ExactDedup, NearDedup
-from rlvr.datapipe.reader import iter_rows
+from rlvr.core.jsonl import iter_jsonl as iter_rows
 from rlvr.datapipe.relabel import Relabeler, members
 from rlvr.datapipe.text import shingles, words
 

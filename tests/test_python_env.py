@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
+from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory
 from rlvr.envs.python_env import PythonToolEnv, PythonToolParams, answers_match, final_answer
 from rlvr.models import char_tokenizer
 from rlvr.sandbox import LocalSandbox, SandboxResult
+from tests.test_multiturn import Scripted  # a policy that says given texts, one per turn
 
 
 @pytest.fixture(scope="module")
@@ -109,25 +110,6 @@ def test_a_sandbox_that_cannot_start_ends_the_episode():
     env = _env(_Broken())
     obs, reward, done, info = env.step("<python>print(1)</python>")
     assert done and reward == 0.0 and "sandbox failed to start" in info["reason"]
-
-
-class Scripted:
-    """A policy that says the given texts, one per turn (as tests/test_multiturn.py's)."""
-
-    def __init__(self, tokenizer, turns):
-        self.tok, self.turns, self.t = tokenizer, turns, 0
-
-    def sync_weights(self):
-        return None
-
-    def generate(self, requests, sampling):
-        out = []
-        for i, r in enumerate(requests):
-            new = self.tok(self.turns[self.t], add_special_tokens=False)["input_ids"]
-            out.append(Completion(r.example.id, [5], list(r.prefix_ids) + new,
-                                  list(r.prefix_logprobs) + [-1.0] * len(new), "stop", "", group=i))
-        self.t += 1
-        return out
 
 
 def test_a_scripted_episode_through_the_driver():

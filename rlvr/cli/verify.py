@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
+from rlvr.core.jsonl import iter_jsonl
 from rlvr.core.types import Example, Score
 from rlvr.registry import RegistryError
 from rlvr.tasks.base import Task, WeightedVerifier
@@ -26,42 +27,9 @@ __all__ = ["verify_file", "iter_records"]
 MAX_LINE_BYTES = 1 << 20
 
 
-def _read_line(f, limit: int) -> tuple[bytes, bool] | None:
-    """One line of at most ``limit`` bytes; a longer one is consumed to its end and flagged."""
-    line = f.readline(limit + 1)
-    if not line:
-        return None
-    if len(line) <= limit or line.endswith(b"\n"):
-        return line, False
-    while True:  # drain the rest of an over-long line without holding it in memory
-        chunk = f.readline(1 << 16)
-        if not chunk or chunk.endswith(b"\n"):
-            return b"", True
-
-
 def iter_records(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict | None, str | None]]:
-    """``(line number, record or None, error or None)`` for every non-blank line."""
-    with path.open("rb") as f:
-        lineno = 0
-        while (got := _read_line(f, max_line_bytes)) is not None:
-            lineno += 1
-            raw, too_long = got
-            if too_long:
-                yield lineno, None, f"line longer than {max_line_bytes} bytes"
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield lineno, None, f"not UTF-8 text ({e.reason} at byte {e.start})"
-                continue
-            if not text.strip():
-                continue
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as e:
-                yield lineno, None, f"invalid JSON ({e.msg} at column {e.colno})"
-                continue
-            yield (lineno, rec, None) if isinstance(rec, dict) else (lineno, None, "expected a JSON object")
+    """``(line number, record or None, error or None)`` for every non-blank line (``rlvr.core.jsonl``)."""
+    return iter_jsonl(path, max_line_bytes)
 
 
 def _example(lineno: int, rec: dict, verifier: str | None) -> tuple[str, Example, str] | str:

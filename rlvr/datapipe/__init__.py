@@ -1,6 +1,7 @@
 """The data pipeline (``rlvr data clean``) and SFT weight interpolation (``rlvr merge``).
 
-- :mod:`.reader`: streaming JSONL, malformed lines reported with their numbers;
+- :mod:`rlvr.core.jsonl` (shared with ``rlvr verify``): streaming JSONL, malformed lines reported with their
+  numbers;
 - :mod:`.dedup`: exact duplicates (normalised hash) and near duplicates (MinHash + LSH, ``datasketch``);
 - :mod:`.decontam`: n-gram overlap with local benchmark files (13-grams by default);
 - :mod:`.relabel`: re-verification of each row's gold answer with a verifier (E2);

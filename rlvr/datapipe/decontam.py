@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from rlvr.datapipe.reader import iter_rows
+from rlvr.core.jsonl import iter_jsonl as iter_rows
 from rlvr.datapipe.text import words
 
 __all__ = ["BenchmarkIndex", "Overlap", "DEFAULT_NGRAM"]

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from rlvr.datapipe.dedup import DEFAULT_NUM_PERM, DEFAULT_SHINGLE_SIZE, DEFAULT_THRESHOLD, ExactDedup, NearDedup
 from rlvr.datapipe.decontam import DEFAULT_NGRAM, BenchmarkIndex
-from rlvr.datapipe.reader import iter_rows
+from rlvr.core.jsonl import iter_jsonl as iter_rows
 from rlvr.datapipe.relabel import DEFAULT_REFERENCE_FIELDS, Relabeler
 from rlvr.datapipe.text import row_text
 

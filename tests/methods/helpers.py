@@ -60,3 +60,17 @@ def recipe_trains(name: str, tmp_path: Path, keys, overrides=()) -> dict:
         assert all(math.isfinite(m[k]) for k in keys), m
     assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
     return out
+
+
+class Counting:
+    """Records the requests of every generation call."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def sync_weights(self):
+        self.inner.sync_weights()
+
+    def generate(self, requests, sampling):
+        self.calls.append(list(requests))
+        return self.inner.generate(requests, sampling)

@@ -19,7 +19,7 @@ from rlvr.rollout.latr import (LATREngine, LATRParams, Roots, branch_mask, edit_
                                rouge_l, suffix_match, tree_count)
 from rlvr.rollout.wrappers import wrap_engine
 from rlvr.train.run import train
-from tests.methods.helpers import run_recipe_steps, tiny_overrides
+from tests.methods.helpers import Counting, run_recipe_steps, tiny_overrides
 
 TOK = char_tokenizer("abcd ")
 
@@ -132,18 +132,6 @@ def test_capacity_and_the_official_suppression_order():
 
 
 # ---- (b) the contract on a tiny model --------------------------------------------------------------------
-
-class Counting:
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def sync_weights(self):
-        self.inner.sync_weights()
-
-    def generate(self, requests, sampling):
-        self.calls.append(list(requests))
-        return self.inner.generate(requests, sampling)
-
 
 def test_completions_keep_the_contract_and_the_trainers_logprobs():
     model = _model()

@@ -17,7 +17,7 @@ from rlvr.rollout import HFEngine
 from rlvr.rollout.spec_rl import SpecRLEngine, SpecRLParams, build_spec_rl, sampling_probs, spec_cut
 from rlvr.rollout.wrappers import wrap_engine
 from rlvr.train.run import resume, train
-from tests.methods.helpers import run_recipe_steps, tiny_overrides
+from tests.methods.helpers import Counting, run_recipe_steps, tiny_overrides
 
 TOK = char_tokenizer("ab ")
 
@@ -132,20 +132,6 @@ def test_exact_mode_follows_the_current_policy_and_the_official_mode_does_not(to
 
 
 # ---- (c) reuse without generation ------------------------------------------------------------------------
-
-class Counting:
-    """Records the requests of every generation call."""
-
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def sync_weights(self):
-        self.inner.sync_weights()
-
-    def generate(self, requests, sampling):
-        self.calls.append(list(requests))
-        return self.inner.generate(requests, sampling)
-
 
 def test_fully_accepted_rows_are_reused_without_generation():
     model = _model()

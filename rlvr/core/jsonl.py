@@ -1,8 +1,9 @@
 """Streaming JSONL reading: one line at a time, a malformed line is reported with its number, never fatal.
 
-:func:`iter_rows` yields ``(line number, record or None, error or None)`` for every non-blank line; a line
+:func:`iter_jsonl` yields ``(line number, record or None, error or None)`` for every non-blank line; a line
 that is not UTF-8, not JSON, not a JSON object, or longer than ``max_line_bytes`` (consumed to its end
 without being held in memory) comes back with the reason. Memory is one line, whatever the file's size.
+``rlvr verify`` and ``rlvr data clean`` read their inputs with it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["iter_rows", "MAX_LINE_BYTES"]
+__all__ = ["iter_jsonl", "MAX_LINE_BYTES"]
 
 MAX_LINE_BYTES = 1 << 22  # 4 MiB: a longer "row" is a broken file, not a data row
 
@@ -29,7 +30,8 @@ def _read_line(f, limit: int) -> tuple[bytes, bool] | None:
             return b"", True
 
 
-def iter_rows(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict | None, str | None]]:
+def iter_jsonl(path: str | Path,
+               max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict | None, str | None]]:
     """``(line number, record, None)`` or ``(line number, None, reason)`` for each non-blank line."""
     with Path(path).open("rb") as f:
         lineno = 0
