@@ -198,6 +198,15 @@ class OptimConfig(Section):
     max_grad_norm: float | None = Field(1.0, gt=0.0, description="gradient clipping norm (null: off)")
 
 
+class DistributedConfig(Section):
+    """Data-parallel training under torchrun (``rlvr train --nproc N``); ignored in a one-process run."""
+
+    strategy: Literal["ddp", "fsdp"] = Field("ddp", description="ddp: every rank holds the whole model; fsdp: "
+                                             "FSDP2 shards weights, gradients and optimizer state over the ranks")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")
+    timeout_s: float = Field(1800.0, gt=0, description="seconds a rank waits in a collective before failing")
+
+
 class TrainConfig(Section):
     steps: int = Field(1000, ge=0, description="RL steps (each: rollout, score, update)")
     micro_batch_size: int = Field(64, gt=0, description="completions per forward/backward")
@@ -205,6 +214,7 @@ class TrainConfig(Section):
     checkpoint_every: int = Field(250, ge=0, description="checkpoint every K steps (0: only at the end)")
     keep_checkpoints: int = Field(2, gt=0, description="most recent checkpoints kept")
     threads: int | None = Field(None, gt=0, description="torch CPU threads (null: auto, see docs/cpu-threads.md)")
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
 
 
 class SFTConfig(Section):

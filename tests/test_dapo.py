@@ -147,10 +147,10 @@ def test_overlong_filter_masks_truncated_completions(monkeypatch):
     seen = {}
     real = loop_mod.update_policy
 
-    def spy(model, opt, sched, batch, s, gen):
+    def spy(model, opt, sched, batch, s, gen, *rest):
         seen["mask"] = batch.completion_mask.clone()
         seen["truncated"] = batch.truncated.clone()
-        return real(model, opt, sched, batch, s, gen)
+        return real(model, opt, sched, batch, s, gen, *rest)
 
     monkeypatch.setattr(loop_mod, "update_policy", spy)
     cfg, c = components([[["a", "bbbb", "b", "a"]]], ["rollout.prompts_per_step=1", "algorithm.overlong.filter=true"])

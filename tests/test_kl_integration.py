@@ -26,7 +26,7 @@ def test_kl_in_reward_subtracts_sequence_kl_before_advantages(monkeypatch):
     seen = {}
     real = loop_mod.update_policy
     monkeypatch.setattr(loop_mod, "update_policy",
-                        lambda m, o, sc, batch, s, g: seen.update(batch=batch, s=s) or real(m, o, sc, batch, s, g))
+                        lambda m, o, sc, batch, s, g, *r: seen.update(batch=batch, s=s) or real(m, o, sc, batch, s, g, *r))
     cfg, c = components([[["a", "bb", "b", "a"]]], ["rollout.prompts_per_step=1", "algorithm.kl.coef=0.5",
                                                     "algorithm.kl.placement=reward", "algorithm.kl.estimator=k1"])
     c = _with_ref(c)

@@ -73,9 +73,10 @@ def _setup_errors() -> tuple[type[Exception], ...]:
     """Errors that mean the run cannot start as set up: printed as one message, exit code 2."""
     from rlvr.models.checks import ModelDirError
     from rlvr.train.preflight import SetupError
+    from rlvr.train.distributed import DistributedSetupError
     from rlvr.train.prompt_limits import PromptLimitError
 
-    return SetupError, ModelDirError, PromptLimitError
+    return SetupError, ModelDirError, PromptLimitError, DistributedSetupError
 
 
 def _run_errors() -> tuple[type[Exception], ...]:
@@ -93,8 +94,13 @@ def _fail(msg: str, code: int = 1) -> None:
 
 @app.command()
 def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None,
-          recipe: RecipeOpt = None, resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None):
+          recipe: RecipeOpt = None, resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None,
+          nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="data-parallel processes on this machine (starts torchrun; see docs/distributed.md)")] = None):
     """Train with RL. With no arguments: the built-in CPU demo (tiny model, SFT warm-up, GRPO, eval)."""
+    if nproc is not None:
+        from rlvr.cli.launch import launch_torchrun
+
+        raise typer.Exit(launch_torchrun(nproc))
     from rlvr.config import ConfigError
     from rlvr.tasks.dataset import DataError
     from rlvr.train.run import resume as resume_run, train as train_run
@@ -121,7 +127,14 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
     except KeyboardInterrupt as e:
         console.print(f"interrupted: {e or 'aborted without saving'}", highlight=False)
         raise typer.Exit(130)
-    _print_summary(summary)
+    if summary.get("run_dir") and _rank() == 0:
+        _print_summary(summary)
+
+
+def _rank() -> int:
+    import os
+
+    return int(os.environ.get("RANK", "0"))
 
 
 def _print_summary(summary: dict) -> None:

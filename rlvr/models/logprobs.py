@@ -15,7 +15,7 @@ from transformers import PreTrainedModel
 
 from rlvr.core.batch import RolloutBatch
 
-__all__ = ["completion_logprobs", "token_logprobs_from_hidden"]
+__all__ = ["completion_logprobs", "token_logprobs_from_hidden", "CompletionLogprobs"]
 
 
 def _head_logp(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, temperature: float,
@@ -74,3 +74,17 @@ def completion_logprobs(model: PreTrainedModel, batch: RolloutBatch, temperature
     if with_entropy:
         entropy = hidden.new_zeros(sel.shape, dtype=torch.float32).masked_scatter(sel, ent)
     return logp, entropy
+
+
+class CompletionLogprobs(torch.nn.Module):
+    """:func:`completion_logprobs` of ``model`` as a module's forward: what DDP wraps for the update (its
+    gradient hooks are prepared on a module's forward, and the log-probs bypass ``model.forward`` to chunk
+    the head)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: RolloutBatch, temperature: float = 1.0, chunk_tokens: int = 4096,
+                with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return completion_logprobs(self.model, batch, temperature, chunk_tokens, with_entropy)

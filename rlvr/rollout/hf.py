@@ -128,7 +128,8 @@ class HFEngine:
             new = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
                                       do_sample=not sampling.greedy, max_new_tokens=max_new,
                                       eos_token_id=eos, pad_token_id=self.pad_id, top_k=None,
-                                      temperature=None, top_p=None, logits_processor=LogitsProcessorList([record])
+                                      temperature=None, top_p=None, logits_processor=LogitsProcessorList([record]),
+                                      synced_gpus=False,  # each rank generates alone (FSDP runs on full weights)
                                       )[:, width:].cpu()
             lp = record.result(new)
         return [self._completion(r, new[i].tolist(), lp[i].tolist(), stop_ids) for i, r in enumerate(rows)]

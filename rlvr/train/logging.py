@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-__all__ = ["MetricsLog", "ProgressDisplay", "read_metrics", "TensorBoardLog", "WandbLog", "MLflowLog", "MultiLog",
+__all__ = ["MetricsLog", "ProgressDisplay", "NullDisplay", "read_metrics", "TensorBoardLog", "WandbLog", "MLflowLog", "MultiLog",
            "open_metrics_log", "BACKENDS"]
 
 
@@ -205,6 +205,16 @@ def open_metrics_log(cfg, run_dir: str | Path, resume_step: int | None = None) -
             opened.close()
         raise
     return MultiLog(MetricsLog(run_dir / "metrics.jsonl", resume_step=resume_step), backends)
+
+
+class NullDisplay:
+    """A progress display that shows nothing (the ranks other than 0 of a distributed run)."""
+
+    def update(self, step: int, info: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class ProgressDisplay:

@@ -22,6 +22,7 @@ from rlvr.config import RunConfig, algorithm_needs, algorithm_traits
 from rlvr.core.batch import build_batch
 from rlvr.tasks.appeals import AppealState
 from rlvr.train.algo_state import AlgorithmState
+from rlvr.train.distributed import World
 from rlvr.train.extras import compute_extras
 from rlvr.train.features import step_features
 from rlvr.train.interrupt import deferred_interrupt
@@ -50,6 +51,8 @@ class Components:
     scorer: Any = None  # Scorer; None scores in-line with task.score
     algo_state: Any = None  # AlgorithmState of stateful components; None builds it from the config
     appeal: Any = field(default_factory=lambda: AppealState())  # scoring.appeal's running FN-rate estimate
+    world: World = field(default_factory=World)  # the data-parallel group (rlvr.train.distributed)
+    update_module: Any = None  # what the update's forward runs through (DDP over the log-probs); None: model
 
     def __post_init__(self):
         if self.scorer is None:
@@ -144,7 +147,8 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
     old and reference log-probs in its fields, the rest in ``batch.extras``.
     """
     t0 = time.perf_counter()
-    ro = collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
+    with c.world.full_weights(c.update_module):  # FSDP: the whole model for generation (rlvr.train.fsdp)
+        ro = collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
     t1 = time.perf_counter()
     correct = [sc.components.get("correct", 0.0) for sc in ro.scores]
     # prompt statistics were updated with every generated completion while collecting (rollouts.py)
@@ -160,7 +164,13 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
     batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id).to(c.device)
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     needs = step_needs(cfg, c, step)
-    extras = compute_extras(needs, c, batch, s, ro.completions, examples, cfg.algorithm.teacher_hint) if needs else {}
+    extras = {}
+    if needs:  # split by whole groups over the ranks, gathered on every rank
+        with c.world.full_weights(c.update_module):
+            extras = c.world.gather_rows(batch.size, batch.group_index, lambda rows: compute_extras(
+                needs, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
+                [examples[i] for i in rows.tolist()], cfg.algorithm.teacher_hint))
+        extras = {k: v.to(c.device) for k, v in extras.items()}
     batch = replace(batch, old_logp=extras.pop("old_logp", None), ref_logp=extras.pop("ref_logp", None),
                     extras=extras)
     batch, transform_metrics = _advantages(cfg, c, batch, ro, step, coef)
@@ -171,7 +181,8 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
         mask = MASK_TRANSFORMS.get(f.name).fn(MaskInputs(batch.completion_mask, batch.truncated), f.params)
         batch = replace(batch, completion_mask=mask)
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
-    upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen) if batch.completion_mask.any() else {}
+    upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen, c.world,
+                        c.update_module) if batch.completion_mask.any() else {}
     c.engine.sync_weights()
     t2 = time.perf_counter()
     n_tok = float(batch.lengths.sum())
@@ -219,9 +230,10 @@ def train_loop(cfg: RunConfig, c: Components, start_step: int,
             if evaluate is not None and cfg.train.eval_every and step % cfg.train.eval_every == 0:
                 metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
             on_step(step, metrics)
-            if interrupted():
+            stop = c.world.any(interrupted())  # a signal on any rank stops every rank after this step
+            if stop:
                 save(step)
-                raise KeyboardInterrupt(f"{interrupted()}: stopped after step {step}; checkpoint saved")
+                raise KeyboardInterrupt(f"{stop}: stopped after step {step}; checkpoint saved")
             if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0 and step < cfg.train.steps:
                 save(step)
     save(step)

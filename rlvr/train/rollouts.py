@@ -89,12 +89,18 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     """Generate ``counts[i]`` completions for ``groups[i]``, score and shape them, append them in place."""
     idx = [i for i, n in enumerate(counts) if n > 0]
     requests = [GenerationRequest(groups[i].example, int(counts[i])) for i in idx]
-    sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_new_tokens, seed=seed)
+    mine = c.world.share(len(requests))  # this rank's requests (all of them in a one-process run)
+    local = [requests[j] for j in mine]
+    sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_new_tokens,
+                              seed=c.world.seed(seed))
     t0 = time.perf_counter()
-    completions = c.engine.generate(requests, sampling)
+    completions = c.engine.generate(local, sampling) if local else []
     t1 = time.perf_counter()
-    scores, score_stats = c.scorer.score_many([requests[comp.group].example for comp in completions],
+    scores, score_stats = c.scorer.score_many([local[comp.group].example for comp in completions],
                                               [comp.text for comp in completions])
+    completions = [replace(comp, group=mine[comp.group]) for comp in completions]
+    if c.world.distributed:
+        completions, scores, score_stats = _gather(c.world, completions, scores, score_stats)
     t2 = time.perf_counter()
     rewards = [s.reward for s in scores]
     mt = cfg.rollout.multiturn
@@ -125,6 +131,14 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     s["calls"] += 1
 
 
+def _gather(world, completions, scores, stats):
+    """Every rank's completions and scores in request order (as one process would hold them)."""
+    parts = world.gather((completions, scores, stats))
+    pairs = sorted(((comp, sc) for cs, ss, _ in parts for comp, sc in zip(cs, ss)), key=lambda p: p[0].group)
+    totals = {k: sum(st[k] for _, _, st in parts) for k in stats}
+    return [p[0] for p in pairs], [p[1] for p in pairs], totals
+
+
 def _observe(c, groups: list[Group], step: int) -> None:
     """Show the sampler every generated group (it reads the statistics as they were), then record them."""
     observe = getattr(c.sampler, "observe", None)
@@ -140,6 +154,7 @@ def _observe(c, groups: list[Group], step: int) -> None:
 def _round(cfg, c, k: int, seed: int, step: int, spent: _Spent) -> tuple[Rollouts, int]:
     """One round: ``k`` prompts through the allocator's stages; returns the rollouts and completions reused."""
     examples = c.sampler.next(k, step)
+    c.world.check_same([e.id for e in examples], f"the prompts sampled at step {step}")
     requests = c.allocator.allocate(examples, c.stats)
     groups = [Group(r.example) for r in requests]
     _generate_into(cfg, c, groups, [r.n for r in requests], seed, spent)

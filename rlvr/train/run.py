@@ -8,37 +8,30 @@ SFT step) in progress and save before exiting (:mod:`rlvr.train.interrupt`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
-import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 from rlvr.config import RunConfig, dump_config, load_config, needs_reference
-from rlvr.eval.evaluate import evaluate, scalar_metrics
-from rlvr.eval.output import eval_path, write_eval
 from rlvr.models.loading import ModelConfig, load_model
-from rlvr.models.lora import describe, is_adapter_dir, load_adapter
-from rlvr.rollout.wrappers import engine_state, load_engine_state
-from rlvr.tasks.appeals import appeal_state
+from rlvr.models.lora import is_adapter_dir, load_adapter
 from rlvr.tasks.base import Task
-from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from rlvr.train.distributed import World, check_world, init_world
 from rlvr.train.interrupt import deferred_interrupt
-from rlvr.train.logging import ProgressDisplay, open_metrics_log, read_metrics
-from rlvr.train.loop import Components, step_seed, train_loop
-from rlvr.train.plot import eval_series, plot_run
+from rlvr.train.logging import NullDisplay, ProgressDisplay
+from rlvr.train.rl_phase import _eval_at, _run_rl, _stateful, load_state, run_eval, sharded_loader
 from rlvr.train.rundir import lock_run_dir, make_run_dir, run_dir_path
-from rlvr.train.setup import (build_components, build_engine, build_task, evaluation_engine, pick_device, prepare,
-                              seed_everything)
+from rlvr.train.setup import build_components, build_engine, build_task, pick_device, prepare, seed_everything
 from rlvr.train.sft import sft
-from rlvr.train.update import NonFiniteError
 
 __all__ = ["train", "resume", "build_task", "build_components", "run_eval", "seed_everything", "pick_device",
-           "make_run_dir", "eval_model", "run_sft"]
+           "make_run_dir", "eval_model", "run_sft", "_stateful"]
+
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -49,112 +42,12 @@ def _sft_examples(task: Task):
     return task.examples("sft" if "sft" in task.splits else "train")
 
 
-def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress=None) -> dict[str, Any]:
-    e = cfg.eval
-    return evaluate(engine, task, e.split, e.num_examples, e.samples, e.temperature,
-                    cfg.rollout.max_new_tokens, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
-                    report_greedy=e.report_greedy, on_progress=on_progress)
-
-
-def _eval_at(cfg: RunConfig, engine, task: Task, run_dir: Path, step: int,
-             bar: ProgressDisplay | None = None) -> dict[str, Any]:
-    """Evaluate with progress shown, write ``RUN_DIR/eval/step_N.json`` (per-prompt records included), and
-    return it without them. Never through rollout wrappers (noise, hints)."""
-    with (bar.sub(f"eval @{step}") if bar is not None else ProgressDisplay.standalone(f"eval @{step}")) as progress:
-        result = run_eval(cfg, evaluation_engine(cfg, engine), task, on_progress=progress)
-    write_eval({"step": step, **result}, eval_path(run_dir, step))
-    return {k: v for k, v in result.items() if k != "per_prompt"}
-
-
-def _accuracy_label(cfg: RunConfig) -> str:
-    e = cfg.eval
-    return "greedy" if e.temperature == 0 else f"avg@{e.samples}, T={e.temperature:g}"
-
-
-def _info(m: dict[str, float]) -> str:
-    errors = f"  score errors {m['score/errors']:.0f}" if m.get("score/errors") else ""
-    return f"reward {m['reward']:.3f}  acc {m['accuracy']:.3f}  len {m['completion_length']:.1f}{errors}"
-
-
-class _EngineState:
-    def __init__(self, engine):
-        self.engine = engine
-
-    def state_dict(self) -> dict:
-        return engine_state(self.engine)
-
-    def load_state_dict(self, state: dict) -> None:
-        load_engine_state(self.engine, state)
-
-
-def _stateful(c: Components) -> dict[str, Any]:
-    """Every object whose state a checkpoint holds, by its key in ``state.json``: save and resume walk this."""
-    return {"sampler": c.sampler, "allocator": c.allocator, "stats": c.stats, "kl": c.kl,
-            "algorithm_state": c.algo_state, "task": c.task, "engine": _EngineState(c.engine),
-            "appeal": appeal_state(c)}
-
-
-def _nan_message(e: Exception, run_dir: Path) -> str:
-    found = list_checkpoints(run_dir)
-    where = (f"the last good checkpoint, {found[-1]}, is kept" if found else
-             "no checkpoint had been written yet (train.checkpoint_every sets how often)")
-    return f"{e}. Training stopped; {where}"
-
-
-def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dict[str, Any]) -> dict[str, Any]:
-    log = open_metrics_log(cfg, run_dir, resume_step=start)
-    bar = ProgressDisplay("RL", cfg.train.steps, start)
-    keep = cfg.train.keep_checkpoints
-
-    def save(step: int) -> None:
-        state = {k: obj.state_dict() for k, obj in _stateful(c).items()}
-        state.update(extra, rl_seconds=extra.get("rl_seconds", 0.0) + time.perf_counter() - t0)
-        save_checkpoint(run_dir, step, c.model, c.tokenizer, c.optimizer, c.scheduler, state, keep)
-
-    def on_step(step: int, m: dict[str, float]) -> None:
-        log.write(step, m)
-        bar.update(step, _info(m))
-
-    evals: dict[int, dict[str, Any]] = {}
-
-    def ev(step: int) -> dict[str, Any]:
-        evals[step] = _eval_at(cfg, c.engine, c.task, run_dir, step, bar)
-        return scalar_metrics(evals[step])
-
-    t0 = time.perf_counter()
-    try:
-        train_loop(cfg, c, start, on_step, save, ev)
-    except NonFiniteError as e:
-        raise NonFiniteError(_nan_message(e, run_dir)) from None
-    finally:
-        bar.close()
-        log.close()
-    rl_time = time.perf_counter() - t0
-    after = evals.get(cfg.train.steps) or _eval_at(cfg, c.engine, c.task, run_dir, cfg.train.steps)
-    metrics = read_metrics(run_dir / "metrics.jsonl")
-    before = extra.get("eval_before")
-    plot_run(metrics, run_dir / "plot.png", eval_series(metrics, before, after, cfg.train.steps, _accuracy_label(cfg)))
-    summary = {
-        "run_dir": str(run_dir), "steps": cfg.train.steps, "seed": cfg.seed,
-        "eval_before": before, "eval_after": after,
-        "final_metrics": metrics[-1] if metrics else {},
-        "rl_seconds": rl_time + extra.get("rl_seconds", 0.0),
-        "sft_seconds": extra.get("sft_seconds", 0.0),
-        "peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "peak_gpu_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
-        "prompts": extra.get("prompts"),
-        "threads": torch.get_num_threads(),
-        **describe(c.model, c.optimizer),  # trainable / total parameters, optimizer-state bytes (LoRA: adapters)
-    }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
-
-
-def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path) -> dict[str, Any]:
+def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: World | None = None) -> dict[str, Any]:
     """SFT with progress; Ctrl-C or SIGTERM finishes the SFT step, saves the model to ``save_to`` and raises
     ``KeyboardInterrupt`` saying where it is and how to continue from it."""
     t0 = time.perf_counter()
-    bar = ProgressDisplay("SFT", cfg.sft.steps, every=50)
+    world = world or World()
+    bar = ProgressDisplay("SFT", cfg.sft.steps, every=50) if world.main else NullDisplay()
     with deferred_interrupt("this SFT step") as interrupted:
         try:
             losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
@@ -164,44 +57,67 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path) -> dict[st
                          stop=lambda: interrupted() is not None)
         finally:
             bar.close()
-        if interrupted():
-            model.save_pretrained(save_to, safe_serialization=True)
-            tok.save_pretrained(save_to)
-            (save_to / "sft_progress.json").write_text(json.dumps({"steps_done": len(losses), "steps": cfg.sft.steps,
-                                                                   "final_loss": losses[-1] if losses else None}))
+        stop = world.any(interrupted())  # a signal on any rank stops every rank; rank 0 saves its model
+        if stop:
+            if world.main:
+                model.save_pretrained(save_to, safe_serialization=True)
+                tok.save_pretrained(save_to)
+                (save_to / "sft_progress.json").write_text(json.dumps(
+                    {"steps_done": len(losses), "steps": cfg.sft.steps, "final_loss": losses[-1] if losses else None}))
             raise KeyboardInterrupt(
-                f"{interrupted()} during SFT after step {len(losses)} of {cfg.sft.steps}; the partly trained model "
+                f"{stop} during SFT after step {len(losses)} of {cfg.sft.steps}; the partly trained model "
                 f"is saved in {save_to}. Continue from it with --set model.path={save_to} "
                 f"--set sft.steps={cfg.sft.steps - len(losses)}")
     return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": losses[-1], "sft_steps": len(losses)}
 
 
+def _world(cfg: RunConfig) -> World:
+    """The data-parallel group this process runs in (size 1 outside torchrun), checked against the config."""
+    d = cfg.train.distributed
+    world = init_world(d.backend, d.timeout_s, d.strategy)
+    check_world(cfg, world)
+    return world
+
+
+def _main_only(world: World, ctx) -> contextlib.AbstractContextManager:
+    return ctx if world.main else contextlib.nullcontext()
+
+
 def train(cfg: RunConfig, model=None, tokenizer=None, task: Task | None = None) -> dict[str, Any]:
     """A fresh run: SFT warm-up (if ``sft.steps``), eval, RL, eval, plot, summary. A model object (with its
-    tokenizer) or a task object may be given instead of the config's."""
-    cfg = cfg.model_copy(update={"out": str(run_dir_path(cfg))})
-    with lock_run_dir(cfg.out):
-        cfg, out = make_run_dir(cfg)
-        p = prepare(cfg, model, tokenizer, task)
+    tokenizer) or a task object may be given instead of the config's. Under torchrun every rank calls this;
+    rank 0 creates, locks and writes the run directory."""
+    world = _world(cfg)
+    cfg = cfg.model_copy(update={"out": world.broadcast(str(run_dir_path(cfg)))})
+    with _main_only(world, lock_run_dir(cfg.out)):
+        if world.main:
+            cfg, out = make_run_dir(cfg)
+        world.barrier()
+        out = Path(cfg.out)
+        p = prepare(cfg, model, tokenizer, task, world=world)
         extra: dict[str, Any] = {"prompts": p.prompts.splits}
-        if cfg.sft.steps:
-            extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out / "sft_model"))
+        if cfg.sft.steps:  # replicated on every rank
+            extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out / "sft_model", world))
+        world.sync_params(p.model)  # rank 0's weights on every rank (before the reference copy)
         ref = None
         if needs_reference(cfg):
-            p.model.save_pretrained(out / "reference", safe_serialization=True)
-            p.tokenizer.save_pretrained(out / "reference")
+            if world.main:
+                p.model.save_pretrained(out / "reference", safe_serialization=True)
+                p.tokenizer.save_pretrained(out / "reference")
             ref = copy.deepcopy(p.model).eval().requires_grad_(False)
-        if cfg.model.lora.rank:  # the frozen base, once: checkpoints then hold the adapter only
+        if cfg.model.lora.rank and world.main:  # the frozen base, once: checkpoints then hold the adapter only
             p.model.save_pretrained(out / "lora_base", safe_serialization=True)
             p.tokenizer.save_pretrained(out / "lora_base")
         seed_everything(cfg.seed)
-        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref)
-        extra["eval_before"] = _eval_at(cfg, c.engine, p.task, out, 0)
+        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
+        with world.full_weights(c.update_module):
+            extra["eval_before"] = _eval_at(cfg, c.engine, p.task, out, 0) if world.main else None
         return _run_rl(cfg, out, c, 0, extra)
 
 
 def resume(path: str | Path, overrides: list[str] | None = None, task: Task | None = None) -> dict[str, Any]:
-    """Continue the run at ``path`` (a run directory or one of its checkpoints)."""
+    """Continue the run at ``path`` (a run directory or one of its checkpoints); under torchrun on every rank
+    (the world size may differ from the one that wrote the checkpoint)."""
     path = Path(path)
     if not list_checkpoints(path) and (path / "sft_model" / "sft_progress.json").is_file():
         done = json.loads((path / "sft_model" / "sft_progress.json").read_text())
@@ -211,31 +127,34 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
             f"--set model.path={path / 'sft_model'} --set sft.steps={done['steps'] - done['steps_done']}")
     ckpt = latest_checkpoint(path)
     run_dir = ckpt.parent.parent
-    with lock_run_dir(run_dir):
-        cfg = load_config(run_dir / "config.yaml", overrides)
+    cfg = load_config(run_dir / "config.yaml", overrides)
+    world = _world(cfg)
+    with _main_only(world, lock_run_dir(run_dir)):
+        world.barrier()  # every rank read config.yaml before rank 0 rewrites it
         state = json.loads((ckpt / "state.json").read_text())
         step = int(state["step"])
         if step >= cfg.train.steps and (run_dir / "summary.json").is_file():
-            _say(f"{run_dir} is already complete (step {step} of {cfg.train.steps}); nothing to do. Train longer "
-                 f"with: rlvr train --resume {run_dir} --set train.steps=N")
+            if world.main:
+                _say(f"{run_dir} is already complete (step {step} of {cfg.train.steps}); nothing to do. Train "
+                     f"longer with: rlvr train --resume {run_dir} --set train.steps=N")
             return json.loads((run_dir / "summary.json").read_text())
-        if overrides:
+        if overrides and world.main:
             (run_dir / "config.yaml").write_text(dump_config(cfg))
-        _say(f"resuming {run_dir} from {ckpt.name} (step {step} of {cfg.train.steps})")
+        if world.main:
+            _say(f"resuming {run_dir} from {ckpt.name} (step {step} of {cfg.train.steps})")
         adapter = is_adapter_dir(ckpt / "model")
         weights = run_dir / "lora_base" if adapter else ckpt / "model"
         p = prepare(cfg, task=task, model_cfg=ModelConfig(path=str(weights), dtype=cfg.model.dtype,
-                                                          chat_template=cfg.model.chat_template))
+                                                          chat_template=cfg.model.chat_template), world=world)
         if adapter:
             load_adapter(p.model, ckpt / "model")
         ref = None
         if needs_reference(cfg):
             ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype))
             ref = ref.to(p.device).eval().requires_grad_(False)
-        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref)
-        state = load_checkpoint(ckpt, c.optimizer, c.scheduler)
-        for key, obj in _stateful(c).items():
-            obj.load_state_dict(state.get(key, {}))
+        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
+        state = load_checkpoint(ckpt, c.optimizer, c.scheduler, sharded_loader(c))
+        load_state(c, state)
         extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds", "prompts")
                  if k in state}
         return _run_rl(cfg, run_dir, c, int(state["step"]), extra)

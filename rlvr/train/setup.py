@@ -20,6 +20,7 @@ import torch
 
 from rlvr.config import RunConfig
 from rlvr.models.loading import ModelConfig, load_model
+from rlvr.models.logprobs import CompletionLogprobs
 from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
 from rlvr.models.lora import apply_lora
@@ -28,6 +29,7 @@ from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
 from rlvr.train.algo_state import AlgorithmState
+from rlvr.train.distributed import World
 from rlvr.train.kl_control import KLController
 from rlvr.train.loop import Components
 from rlvr.train.preflight import (SetupError, check_chat_template, check_device, check_group_size,
@@ -69,11 +71,13 @@ def _say(msg: str) -> None:
 
 
 def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task | None = None,
-            model_cfg: ModelConfig | None = None, check_scoring: bool = True) -> Prepared:
+            model_cfg: ModelConfig | None = None, check_scoring: bool = True, world: World | None = None) -> Prepared:
     """Seed, check, load and fit: the model and tokenizer (given, or from ``model_cfg`` / ``cfg.model``),
-    the task (given, or built from ``cfg.task``) with its prompts checked against the model's context."""
+    the task (given, or built from ``cfg.task``) with its prompts checked against the model's context.
+    In a distributed run each rank gets its own GPU and a share of the CPU threads."""
     check_packages(cfg)
-    device = pick_device(cfg.device)
+    world = world or World()
+    device = world.device_for(pick_device(cfg.device))
     warning = check_group_size(cfg)
     if warning:
         _say(warning)
@@ -133,10 +137,13 @@ def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
 
 
 def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.device | str = "cpu",
-                     ref_model=None) -> Components:
-    """The loop's components for ``model`` and ``task`` as the config names them."""
+                     ref_model=None, world: World | None = None) -> Components:
+    """The loop's components for ``model`` and ``task`` as the config names them; in a distributed run
+    (``world``) the update runs through DDP, whose construction gives every rank rank 0's weights."""
+    world = world or World()
     device = torch.device(device)
     model = apply_lora(model, cfg.model.lora).to(device)  # adapters only train (a no-op without model.lora)
+    update_module = world.wrap(CompletionLogprobs(model)) if world.distributed else None  # before the optimizer
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     opt, sched = _optimizer(cfg, model)
     sampler, allocator, stats = build_data(cfg, task)
@@ -145,4 +152,5 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
                       kl=KLController(cfg.algorithm.kl, cfg.train.steps),
                       scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac),
-                      algo_state=AlgorithmState(cfg))
+                      algo_state=AlgorithmState(cfg), world=world,
+                      update_module=update_module)

@@ -6,6 +6,7 @@ step (``benchmarks/cpu_threads.py``, docs/cpu-threads.md): idle, 2 threads take 
 0.38 s; with one core busy, 2 threads take 1.24 s (4.7x) and 1 thread 0.43 s. So ``null`` (auto) looks
 before the run starts: it samples for a quarter of a second how busy the cores are (``/proc/stat``) and
 uses the cores other processes leave free, at least one (0.36 s a step in that busy case, 0.31 s idle).
+Under torchrun each of the node's ``LOCAL_WORLD_SIZE`` processes takes an equal share of them.
 ``RLVR_THREADS`` or an explicit ``train.threads`` overrides it. ``OMP_WAIT_POLICY=PASSIVE`` halves the busy
 2-thread time but costs 23% idle, so rlvr leaves it to the user.
 
@@ -72,7 +73,7 @@ def auto_threads() -> int:
     env = os.environ.get("RLVR_THREADS")
     if env:
         return max(1, int(env))
-    return _free_cores()
+    return max(1, _free_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))  # torchrun: a share each
 
 
 def apply_threads(threads: int | None) -> int:

@@ -19,7 +19,9 @@ from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_
                                      objective_loss_shape, row_coefficients)
 from rlvr.config import AlgorithmConfig
 from rlvr.core.batch import RolloutBatch
-from rlvr.models.logprobs import completion_logprobs
+from rlvr.models.logprobs import CompletionLogprobs, completion_logprobs
+from rlvr.train.distributed import World
+from rlvr.train.fsdp import local_value
 
 __all__ = ["NonFiniteError", "UpdateSettings", "needs_old_logp", "batch_logprobs", "update_policy"]
 
@@ -74,6 +76,18 @@ class _Meter:
         self.tok_sum[name] += float((values.detach().float() * mask).sum())
         self.tok_n[name] += float(mask.sum())
 
+    def merge(self, world: World) -> None:
+        """Sum every rank's sums (distributed runs), so metrics cover the whole batch."""
+        if not world.distributed:
+            return
+        parts = world.gather((dict(self.tok_sum), dict(self.tok_n)))
+        self.tok_sum, self.tok_n = defaultdict(float), defaultdict(float)
+        for sums, counts in parts:
+            for k, v in sums.items():
+                self.tok_sum[k] += v
+            for k, v in counts.items():
+                self.tok_n[k] += v
+
     def result(self) -> dict[str, float]:
         out = {k: self.tok_sum[k] / max(self.tok_n[k], 1.0) for k in self.tok_sum}
         out.update({k: sum(v) / len(v) for k, v in self.scalars.items() if v})
@@ -85,10 +99,10 @@ def _clip_rule(alg: AlgorithmConfig):
     return lambda inputs: entry.fn(inputs, alg.clip.params)
 
 
-def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n_rows: int,
+def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n_rows: int,
                 n_groups: int, minibatch: AggregationInputs | None = None) -> torch.Tensor:
     alg = s.algorithm
-    logp, entropy = completion_logprobs(model, micro, s.temperature, s.chunk_tokens, with_entropy=True)
+    logp, entropy = module(micro, s.temperature, s.chunk_tokens, with_entropy=True)
     mask = micro.completion_mask
     old = micro.old_logp if micro.old_logp is not None else logp.detach()
     inputs = ObjectiveInputs(logp, old, micro.advantages, mask, micro.behaviour_logp, entropy,
@@ -124,9 +138,18 @@ def _micro_loss(model, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n_
 
 
 def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSettings,
-                  generator: torch.Generator | None = None) -> dict[str, float]:
-    """Run ``epochs x minibatches`` optimizer steps on ``batch``; return averaged metrics."""
+                  generator: torch.Generator | None = None, world: World | None = None,
+                  module: torch.nn.Module | None = None) -> dict[str, float]:
+    """Run ``epochs x minibatches`` optimizer steps on ``batch``; return averaged metrics.
+
+    ``module`` computes the log-probs with gradients (default :class:`CompletionLogprobs` of ``model``; in
+    a distributed run the DDP wrapper of it). Each minibatch's micro-batches go round-robin to the ranks of
+    ``world``; a rank with one fewer runs a zero-weight copy, so every rank runs as many backward passes;
+    each loss is scaled by the world size, undoing DDP's mean, so the summed gradient is the whole batch's.
+    """
     alg = s.algorithm
+    world = world or World()
+    module = module if module is not None else CompletionLogprobs(model)
     params = [p for p in model.parameters() if p.requires_grad]
     meter = _Meter()
     model.train()
@@ -137,20 +160,28 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
             n_groups = int(torch.unique(mb.group_index).numel())
             whole = AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages, s.max_new_tokens)
             optimizer.zero_grad(set_to_none=True)
+            micros = list(mb.micro_batches(s.micro_batch_size, s.whole_groups))
+            mine = [micros[j] for j in world.share(len(micros))]
+            passes = -(-len(micros) // world.size)
             total = 0.0
-            for micro in mb.micro_batches(s.micro_batch_size, s.whole_groups):
-                loss = _micro_loss(model, micro, s, meter, mb.size, n_groups, whole)
-                loss.backward()
-                total += float(loss.detach())
+            for k in range(passes):
+                real = k < len(mine)
+                with world.no_sync(module, last=k == passes - 1):
+                    loss = _micro_loss(module, mine[k] if real else micros[0], s, meter if real else _Meter(),
+                                       mb.size, n_groups, whole)
+                    (loss * (world.size if real else 0.0) if world.distributed else loss).backward()
+                total += float(loss.detach()) if real else 0.0
+            total = world.sum([total])[0]
             if not torch.isfinite(torch.tensor(total)):
                 raise NonFiniteError(f"loss is {total}; the optimizer step was not taken")
-            norm = torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm or float("inf"))
+            norm = local_value(torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm or float("inf")))
             if not torch.isfinite(norm):
                 raise NonFiniteError(f"gradient norm is {float(norm)}; the optimizer step was not taken")
             optimizer.step()
             scheduler.step()
             meter.scalars["loss"].append(total)
             meter.scalars["grad_norm"].append(float(norm))
+    meter.merge(world)
     out = meter.result()
     out["lr"] = scheduler.get_last_lr()[0]
     return out

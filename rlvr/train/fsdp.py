@@ -1,0 +1,104 @@
+"""FSDP2 (``torch.distributed.fsdp.fully_shard``) for ``train.distributed.strategy: fsdp``.
+
+Each decoder layer (the model's ``_no_split_modules`` classes) is its own FSDP unit and the log-prob module
+(:class:`~rlvr.models.logprobs.CompletionLogprobs`, holding the embeddings, final norm and head) is the
+root, so every rank keeps ``1 / world`` of the parameters, gradients and optimizer state between steps.
+The update's forward and backward all-gather a layer's parameters just before it runs and reduce-scatter
+its gradients after (FSDP2's own schedule).
+
+Generation, the extra no-grad passes and evaluation run different numbers of forwards on different ranks
+(a rank's own groups, rank 0's evaluation), which collectives in each forward cannot allow. They run
+inside :func:`full_weights`: every rank all-gathers the whole model once, forwards then need no
+collective, and the shards come back after. That costs one full copy of the weights per rank during
+generation (what verl's colocated rollout also holds), not of the gradients or optimizer state.
+
+Checkpoints: the model as a full Hugging Face directory (gathered; rank 0 writes it) and the optimizer
+sharded through ``torch.distributed.checkpoint`` (``optimizer_dcp/``, one file per rank, resharded on
+load to the loading world size).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+__all__ = ["shard", "full_weights", "full_state_dict", "save_optimizer", "load_optimizer", "local_value"]
+
+
+def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def shard(wrapper: torch.nn.Module, group=None) -> torch.nn.Module:
+    """Shard ``wrapper`` (a :class:`CompletionLogprobs`) in place: decoder layers, then the root."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = next(wrapper.parameters()).device
+    mesh = init_device_mesh(dev.type, (torch.distributed.get_world_size(group),))
+    for unit in _units(wrapper.model):
+        fully_shard(unit, mesh=mesh)
+    fully_shard(wrapper, mesh=mesh)
+    wrapper._get_fsdp_state()._lazy_init()  # the wrapper is the root, even if a layer runs forward first
+    return wrapper
+
+
+def _fsdp_modules(root: torch.nn.Module):
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in root.modules() if isinstance(m, FSDPModule)]
+
+
+@contextlib.contextmanager
+def full_weights(root: torch.nn.Module) -> Iterator[None]:
+    """Every FSDP unit under ``root`` unsharded for the block (one all-gather each, on every rank)."""
+    mods = _fsdp_modules(root)
+    for m in mods:
+        m.set_reshard_after_forward(False, recurse=False)
+        m.unshard()
+    try:
+        yield
+    finally:
+        for m in mods:
+            m.reshard()
+            m.set_reshard_after_forward(True, recurse=False)
+
+
+def local_value(x: torch.Tensor) -> torch.Tensor:
+    """A DTensor's full value (e.g. the global gradient norm), or ``x`` itself."""
+    return x.full_tensor() if hasattr(x, "full_tensor") else x
+
+
+def full_state_dict(root: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's full (unsharded) state dict on rank 0's CPU, keys as the bare model names them; empty on
+    the other ranks. A collective."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    sd = get_model_state_dict(root, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    first: dict[int, str] = {}
+    tied = set()  # a weight shared by two modules (tied embeddings) is written once, as save_pretrained does
+    for k, v in root.model.state_dict(keep_vars=True).items():
+        if first.setdefault(id(v), k) != k:
+            tied.add(k)
+    return {k.removeprefix("model."): v for k, v in sd.items() if k.removeprefix("model.") not in tied}
+
+
+def save_optimizer(root: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> None:
+    """The sharded optimizer state into ``path`` (every rank writes its shard; a collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    dcp.save({"optimizer": get_optimizer_state_dict(root, optimizer)}, checkpoint_id=str(path))
+
+
+def load_optimizer(root: torch.nn.Module, optimizer: torch.optim.Optimizer, path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+    state = {"optimizer": get_optimizer_state_dict(root, optimizer)}
+    dcp.load(state, checkpoint_id=str(path))
+    set_optimizer_state_dict(root, optimizer, state["optimizer"])

@@ -1,0 +1,187 @@
+"""Data-parallel training under torchrun on CPU (gloo, 2 processes): a 2-rank run trains exactly as a 1-rank
+run on the same global batches, resumes identically, stops every rank when one raises, and refuses settings
+it cannot honour. Runs go through ``tests/dist_worker.py`` (its engine seeds each request by its own id, so
+which rank generates a group does not change it)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr.cli.launch import without_nproc
+from rlvr.config import load_config
+from rlvr.train.distributed import DistributedSetupError, World, check_world
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = str(ROOT / "tests" / "dist_worker.py")
+
+
+def _env():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def run(out: Path, nproc: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+                if nproc > 1 else [sys.executable])
+    return subprocess.run([*launcher, WORKER, str(out), *args], cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ok(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+
+
+def weights(run_dir: Path, step: int) -> dict[str, torch.Tensor]:
+    return load_file(str(run_dir / "checkpoints" / f"step_{step:06d}" / "model" / "model.safetensors"))
+
+
+# The key bias's gradient is zero in exact arithmetic (it adds q . b to every logit of a query alike, which
+# softmax ignores), so Adam turns its rounding noise into lr-sized steps of random sign: any change in the
+# order of a float sum (FSDP's reduce-scatter) moves it by ~lr. Every other parameter must agree to 1e-6.
+NOISE_ONLY = ("k_proj.bias",)
+
+
+def max_diff(a, b) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a if not k.endswith(NOISE_ONLY))
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+CASES = {
+    # two minibatches: old log-probs are an extra forward, split over the ranks and gathered
+    "grpo_minibatches": ["--set", "algorithm.minibatches=2"],
+    # a reference model (its log-probs gathered), DAPO's dynamic sampling and token-level aggregation
+    # FSDP2: parameters, gradients and optimizer state sharded; generation on gathered weights
+    "fsdp_minibatches": ["--set", "train.distributed.strategy=fsdp", "--set", "algorithm.minibatches=2"],
+    "dapo_kl": ["--set", "algorithm.kl.coef=0.05", "--set", "algorithm.dynamic_sampling.enabled=true",
+                "--set", "algorithm.dynamic_sampling.batch_prompts=2", "--set", "algorithm.aggregation.name=token_mean"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
+    one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+    ok(run(one, 1, *CASES[case]))
+    ok(run(two, 2, *CASES[case]))
+    for step in (2, 4):
+        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+    moved = max_diff(weights(one, 2), weights(one, 4))
+    assert moved > 1e-4  # the runs learned something: the equality is not of untouched weights
+    m1, m2 = metrics(one), metrics(two)
+    assert [m["step"] for m in m2] == [1, 2, 3, 4]  # rank 0 alone writes the log, once per step
+    for a, b in zip(m1, m2):
+        for key in ("reward", "accuracy", "loss", "grad_norm", "entropy", "completions", "rollouts/spent",
+                    "rollouts/informative_groups"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
+    summary = json.loads((two / "summary.json").read_text())
+    assert summary["world_size"] == 2 and json.loads((one / "summary.json").read_text())["world_size"] == 1
+    assert not list(two.parent.glob("run*/rank*"))
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
+    full = tmp_path / "a" / "run"
+    ok(run(full, 2, "--set", f"train.distributed.strategy={strategy}"))
+    if strategy == "fsdp":  # the optimizer state is sharded: one DCP file per rank, no safetensors copy
+        ckpt = full / "checkpoints" / "step_000002"
+        assert len(list((ckpt / "optimizer_dcp").glob("*.distcp"))) == 2
+        assert not (ckpt / "optimizer.safetensors").exists()
+    cut = tmp_path / "b" / "run"
+    shutil.copytree(full, cut)
+    shutil.rmtree(cut / "checkpoints" / "step_000004")
+    (cut / "summary.json").unlink()
+    ok(run(cut, 2, "--resume"))
+    a, b = weights(full, 4), weights(cut, 4)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # bit for bit
+    assert [m["step"] for m in metrics(cut)] == [1, 2, 3, 4]
+    for x, y in zip(metrics(cut)[2:], metrics(full)[2:]):
+        assert [x[k] for k in ("reward", "loss", "grad_norm")] == [y[k] for k in ("reward", "loss", "grad_norm")]
+
+
+def test_sharded_checkpoint_is_refused_by_a_replicated_resume(tmp_path):
+    from rlvr.train.checkpoint import load_checkpoint
+
+    ckpt = tmp_path / "step_000002"
+    ckpt.mkdir()
+    (ckpt / "state.json").write_text(json.dumps({"step": 2, "optimizer": {"format": "dcp"}}))
+    with pytest.raises(ValueError, match="strategy=fsdp"):
+        load_checkpoint(ckpt, None, None)
+
+
+def test_one_rank_raising_stops_every_rank_with_its_error(tmp_path):
+    t0 = time.perf_counter()
+    proc = run(tmp_path / "x" / "run", 2, "--fail-rank", "1", timeout=180)
+    assert proc.returncode != 0
+    assert "injected failure on rank 1" in proc.stdout + proc.stderr
+    assert time.perf_counter() - t0 < 120  # no rank waits for the dead one until the collective timeout
+
+
+def test_rlvr_train_nproc_launches_torchrun(tmp_path):
+    out = tmp_path / "cli" / "run"
+    data = tmp_path / "cli" / "data.jsonl"
+    data.parent.mkdir(parents=True)
+    data.write_text("".join(json.dumps({"prompt": f"say {w}:", "answer": w}) + "\n" for w in ["ab", "cd", "ef"]))
+    sets = ["task.name=jsonl", f"task.train_path={data}", "task.verifier=tests.reward_fns:shared_chars",
+            "task.eval_fraction=0.34", "model.tiny.hidden_size=32", "model.tiny.intermediate_size=64",
+            "model.tiny.num_layers=1", "rollout.prompts_per_step=2", "rollout.group_size=2",
+            "rollout.max_new_tokens=3", "train.steps=2", "sft.steps=0", "eval.samples=1", "train.eval_every=0"]
+    cmd = [sys.executable, "-m", "rlvr", "train", "--nproc", "2", "--out", str(out)]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
+    ok(proc)
+    assert [m["step"] for m in metrics(out)] == [1, 2]
+    assert json.loads((out / "summary.json").read_text())["world_size"] == 2
+    assert proc.stdout.count("held-out accuracy before RL") == 1  # rank 0 alone prints the summary
+
+
+def test_without_nproc_keeps_every_other_argument():
+    assert without_nproc(["train", "--nproc", "2", "--set", "a=1"]) == ["train", "--set", "a=1"]
+    assert without_nproc(["train", "--nproc=4", "-r", "demo"]) == ["train", "-r", "demo"]
+
+
+def test_world_size_that_does_not_divide_the_batch_is_refused():
+    cfg = load_config(overrides=["rollout.prompts_per_step=3"])
+    with pytest.raises(DistributedSetupError, match="prompts_per_step=3 is not divisible by the world size 2"):
+        check_world(cfg, World(0, 2))
+    check_world(cfg, World())  # one process: anything goes
+    check_world(load_config(overrides=["rollout.prompts_per_step=4"]), World(1, 2))
+    bad = load_config(overrides=["rollout.prompts_per_step=4", "algorithm.dynamic_sampling.batch_prompts=3"])
+    with pytest.raises(DistributedSetupError, match="batch_prompts=3"):
+        check_world(bad, World(0, 2))
+
+
+def test_missing_backend_and_half_set_environment_are_clear(monkeypatch):
+    from rlvr.train import distributed as d
+
+    with pytest.raises(DistributedSetupError, match="nccl"):
+        if torch.cuda.is_available():
+            pytest.skip("nccl exists here")
+        d._backend("nccl")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for k in ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(DistributedSetupError, match="torchrun"):
+        d.init_world()
+
+
+def test_single_process_world_is_the_identity():
+    w = World()
+    assert w.gather(3) == [3] and w.broadcast("x") == "x" and w.sum([1.5, 2.0]) == [1.5, 2.0]
+    assert w.share(5) == [0, 1, 2, 3, 4] and w.seed(123) == 123 and w.any("stop") == "stop"
+    assert World(1, 3).share(7) == [1, 4]
+    got = w.gather_rows(3, torch.tensor([0, 0, 1]), lambda rows: {"x": rows.float()[:, None] * 2})
+    assert torch.equal(got["x"], torch.tensor([[0.0], [2.0], [4.0]]))
