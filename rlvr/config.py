@@ -23,6 +23,7 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
                                      KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
+from rlvr.config_train import TrainConfig
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
 from rlvr.rollout.guidance import GuidanceConfig
 from rlvr.rollout.param_noise import ParamNoiseConfig
@@ -196,25 +197,6 @@ class OptimConfig(Section):
     warmup_steps: int = Field(0, ge=0, description="linear warm-up optimizer steps")
     schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="decay after warm-up")
     max_grad_norm: float | None = Field(1.0, gt=0.0, description="gradient clipping norm (null: off)")
-
-
-class DistributedConfig(Section):
-    """Data-parallel training under torchrun (``rlvr train --nproc N``); ignored in a one-process run."""
-
-    strategy: Literal["ddp", "fsdp"] = Field("ddp", description="ddp: every rank holds the whole model; fsdp: "
-                                             "FSDP2 shards weights, gradients and optimizer state over the ranks")
-    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")
-    timeout_s: float = Field(1800.0, gt=0, description="seconds a rank waits in a collective before failing")
-
-
-class TrainConfig(Section):
-    steps: int = Field(1000, ge=0, description="RL steps (each: rollout, score, update)")
-    micro_batch_size: int = Field(64, gt=0, description="completions per forward/backward")
-    eval_every: int = Field(100, ge=0, description="held-out eval every K steps (0: only before and after)")
-    checkpoint_every: int = Field(250, ge=0, description="checkpoint every K steps (0: only at the end)")
-    keep_checkpoints: int = Field(2, gt=0, description="most recent checkpoints kept")
-    threads: int | None = Field(None, gt=0, description="torch CPU threads (null: auto, see docs/cpu-threads.md)")
-    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
 
 
 class SFTConfig(Section):

@@ -87,22 +87,41 @@ class RolloutBatch:
         order = torch.randperm(self.size, generator=generator) if generator is not None else torch.arange(self.size)
         return [self.select(chunk) for chunk in torch.tensor_split(order, min(n, self.size))]
 
-    def micro_batches(self, size: int, whole_groups: bool = False) -> Iterator["RolloutBatch"]:
-        """Consecutive micro-batches of at most ``size`` rows; with ``whole_groups`` each holds whole groups
-        (as many as fit, and at least one even if it is larger than ``size``)."""
-        if not whole_groups:
-            for start in range(0, self.size, size):
-                yield self.select(torch.arange(start, min(start + size, self.size))).trim()
-            return
+    def micro_batches(self, size: int, whole_groups: bool = False,
+                      max_tokens: int | None = None) -> Iterator["RolloutBatch"]:
+        """The micro-batches of :meth:`micro_batch_rows`, each trimmed."""
+        for rows in self.micro_batch_rows(size, whole_groups, max_tokens):
+            yield self.select(rows).trim()
+
+    def micro_batch_rows(self, size: int, whole_groups: bool = False,
+                         max_tokens: int | None = None) -> list[torch.Tensor]:
+        """Rows of consecutive micro-batches of at most ``size`` rows and, with ``max_tokens``, at most that
+        many padded tokens (rows x (longest prompt + longest completion) of the micro-batch, as it is
+        trimmed); with ``whole_groups`` each holds whole groups. A micro-batch holds at least one row (one
+        group) even if that alone is over a limit."""
+        if max_tokens is None and not whole_groups:  # the common case, without per-unit bookkeeping
+            return [torch.arange(s, min(s + size, self.size)) for s in range(0, self.size, size)]
+        if whole_groups:
+            units = [torch.nonzero(self.group_index == g).flatten().cpu() for g in torch.unique(self.group_index)]
+        else:
+            units = [torch.tensor([i]) for i in range(self.size)]
+        prompt = self.attention_mask[:, : self.prompt_len].sum(1).cpu()
+        lengths = self.lengths.cpu()
+        out: list[torch.Tensor] = []
         chunk: list[torch.Tensor] = []
-        for g in torch.unique(self.group_index):
-            rows = torch.nonzero(self.group_index == g).flatten()
-            if chunk and sum(len(c) for c in chunk) + len(rows) > size:
-                yield self.select(torch.cat(chunk)).trim()
-                chunk = []
-            chunk.append(rows)
+        rows = p_max = t_max = 0
+        for u in units:
+            n, p, t = len(u), int(prompt[u].max()), int(lengths[u].max())
+            over_rows = rows + n > size
+            over_tokens = max_tokens is not None and (rows + n) * (max(p_max, p) + max(t_max, t)) > max_tokens
+            if chunk and (over_rows or over_tokens):
+                out.append(torch.cat(chunk))
+                chunk, rows, p_max, t_max = [], 0, 0, 0
+            chunk.append(u)
+            rows, p_max, t_max = rows + n, max(p_max, p), max(t_max, t)
         if chunk:
-            yield self.select(torch.cat(chunk)).trim()
+            out.append(torch.cat(chunk))
+        return out
 
     def to(self, device: torch.device | str) -> "RolloutBatch":
         upd = {f.name: getattr(self, f.name).to(device) for f in fields(self)

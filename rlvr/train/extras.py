@@ -21,6 +21,7 @@ the content of its last ``\\boxed{...}``, else its first 50 characters.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -38,7 +39,8 @@ _STATS = ("entropy", "self_certainty", "chosen_logit", "hidden")
 
 @torch.no_grad()
 def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch_size: int,
-                     chunk_tokens: int, wanted: Sequence[str]) -> dict[str, torch.Tensor]:
+                     chunk_tokens: int, wanted: Sequence[str], max_tokens: int | None = None,
+                     autocast: str | None = None) -> dict[str, torch.Tensor]:
     """Entropy, self-certainty and raw chosen logit per token, and mean-pooled hidden states per row; with
     ``logp`` in ``wanted``, the log-probs of the sampled tokens from the same pass (what ``batch_logprobs``
     computes), so old log-probs cost no second forward when token statistics are needed anyway."""
@@ -47,11 +49,15 @@ def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch
     trunk = getattr(model, model.base_model_prefix)
     head = model.get_output_embeddings()
     softcap = getattr(model.config, "final_logit_softcapping", None)
-    for start in range(0, n, micro_batch_size):
-        idx = torch.arange(start, min(start + micro_batch_size, n))
+    for idx in batch.micro_batch_rows(micro_batch_size, max_tokens=max_tokens):
         mb = batch.select(idx).trim()
-        h = trunk(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-                  use_cache=False).last_hidden_state
+        def amp():
+            return (torch.autocast(mb.input_ids.device.type, dtype=getattr(torch, autocast)) if autocast
+                    else contextlib.nullcontext())
+
+        with amp():
+            h = trunk(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+                      use_cache=False).last_hidden_state
         p, tm = mb.prompt_len, mb.completion_mask.shape[1]
         hid = h[:, p - 1: p + tm - 1]  # position j predicts token j + 1
         sel = mb.completion_mask.bool()
@@ -62,7 +68,8 @@ def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch
         flat_h, flat_t = hid[sel], mb.input_ids[:, p: p + tm][sel]
         vals: dict[str, list[torch.Tensor]] = {k: [] for k in wanted if k != "hidden"}
         for s in range(0, flat_h.shape[0], chunk_tokens):
-            z = head(flat_h[s: s + chunk_tokens]).float()
+            with amp():
+                z = head(flat_h[s: s + chunk_tokens]).float()
             if softcap:
                 z = torch.tanh(z / softcap) * softcap
             tgt = flat_t[s: s + chunk_tokens]
@@ -151,7 +158,8 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
     dev = batch.to(c.device)  # a no-op for the loop's batch, which is already there
     wanted = [k for k in _STATS if k in needs]
     if wanted and "old_logp" in needs:  # one policy pass for both
-        stats = token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted + ["logp"])
+        stats = token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted + ["logp"],
+                                 s.micro_batch_tokens, s.autocast)
         out["old_logp"] = stats.pop("logp")
         out.update(stats)
         wanted = []
@@ -162,7 +170,8 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
             raise ValueError("a component needs reference log-probs but no reference model is loaded")
         out["ref_logp"] = batch_logprobs(c.ref_model, dev, s).cpu()
     if wanted:
-        out.update(token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted))
+        out.update(token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted,
+                                    s.micro_batch_tokens, s.autocast))
     if "segment_end" in needs:
         out["segment_end"] = segment_ends(batch, c.tokenizer)
     if "guided" in needs:  # flags set by the guidance engine wrapper (no model pass)

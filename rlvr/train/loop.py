@@ -74,7 +74,8 @@ def settings(cfg: RunConfig, kl_coef: float | None = None, step: int = 0,
                           cfg.algorithm.train_temperature or cfg.rollout.temperature,  # (null: the rollout's)
                           cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm, coef if in_loss else 0.0,
                           cfg.rollout.max_new_tokens, step, max(cfg.train.steps, 1), objective_state,
-                          algorithm_traits(cfg))
+                          algorithm_traits(cfg), cfg.train.micro_batch_tokens, cfg.train.autocast,
+                          cfg.train.activation_checkpointing)
 
 
 def _score_components(scores) -> dict[str, torch.Tensor]:

@@ -8,6 +8,7 @@ otherwise the ratio is exactly 1 and ``old_logp = logp.detach()``.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
@@ -43,6 +44,9 @@ class UpdateSettings:
     total_steps: int = 1
     objective_state: Any = None  # the objective's explicit state, when it keeps one
     traits: frozenset[str] = frozenset()  # rlvr.config.algorithm_traits of the run
+    micro_batch_tokens: int | None = None  # padded tokens per micro-batch at most (beside the row count)
+    autocast: str | None = None  # "bfloat16": forwards under torch.autocast (fp32 master weights)
+    activation_checkpointing: bool = False
 
     @property
     def whole_groups(self) -> bool:
@@ -57,12 +61,19 @@ def needs_old_logp(alg: AlgorithmConfig) -> bool:
 def batch_logprobs(model, batch: RolloutBatch, s: UpdateSettings) -> torch.Tensor:
     """Log-probs ``[N, T]`` of the whole batch under ``model``, micro-batch by micro-batch, no grad."""
     out = torch.zeros_like(batch.completion_mask)
-    for start in range(0, batch.size, s.micro_batch_size):
-        idx = torch.arange(start, min(start + s.micro_batch_size, batch.size))
+    for idx in batch.micro_batch_rows(s.micro_batch_size, max_tokens=s.micro_batch_tokens):
         micro = batch.select(idx).trim()
-        lp, _ = completion_logprobs(model, micro, s.temperature, s.chunk_tokens)
+        with precision(s, micro.input_ids.device):
+            lp, _ = completion_logprobs(model, micro, s.temperature, s.chunk_tokens)
         out[idx, : lp.shape[1]] = lp.float()
     return out
+
+
+def precision(s: UpdateSettings, device: torch.device):
+    """``torch.autocast`` to ``s.autocast`` for a forward (the weights and the optimizer stay float32)."""
+    if s.autocast is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=getattr(torch, s.autocast))
 
 
 class _Meter:
@@ -153,6 +164,7 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     params = [p for p in model.parameters() if p.requires_grad]
     meter = _Meter()
     model.train()
+    checkpointing(model, s.activation_checkpointing)
     for _ in range(alg.epochs):
         shuffle = generator if alg.minibatches > 1 else None
         for mb in batch.minibatches(alg.minibatches, shuffle, s.whole_groups):
@@ -160,15 +172,16 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
             n_groups = int(torch.unique(mb.group_index).numel())
             whole = AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages, s.max_new_tokens)
             optimizer.zero_grad(set_to_none=True)
-            micros = list(mb.micro_batches(s.micro_batch_size, s.whole_groups))
+            micros = list(mb.micro_batches(s.micro_batch_size, s.whole_groups, s.micro_batch_tokens))
             mine = [micros[j] for j in world.share(len(micros))]
             passes = -(-len(micros) // world.size)
             total = 0.0
             for k in range(passes):
                 real = k < len(mine)
                 with world.no_sync(module, last=k == passes - 1):
-                    loss = _micro_loss(module, mine[k] if real else micros[0], s, meter if real else _Meter(),
-                                       mb.size, n_groups, whole)
+                    with precision(s, mb.input_ids.device):
+                        loss = _micro_loss(module, mine[k] if real else micros[0], s,
+                                           meter if real else _Meter(), mb.size, n_groups, whole)
                     (loss * (world.size if real else 0.0) if world.distributed else loss).backward()
                 total += float(loss.detach()) if real else 0.0
             total = world.sum([total])[0]
@@ -185,6 +198,20 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     out = meter.result()
     out["lr"] = scheduler.get_last_lr()[0]
     return out
+
+
+def checkpointing(model, on: bool) -> None:
+    """Activation checkpointing of the decoder layers in the update (recompute in backward, not store)."""
+    new = hasattr(model, "activation_checkpointing_enable")  # transformers >= 5.x names; older ones below
+    active = getattr(model, "is_activation_checkpointing" if new else "is_gradient_checkpointing", False)
+    if on and not active:
+        kwargs = {"use_reentrant": False}
+        if new:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    elif not on and active:
+        (model.activation_checkpointing_disable if new else model.gradient_checkpointing_disable)()
 
 
 def with_loss_coef(mb: RolloutBatch, alg: AlgorithmConfig, max_new_tokens: int | None = None) -> RolloutBatch:
