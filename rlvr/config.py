@@ -111,6 +111,8 @@ class RolloutConfig(Section):
                                                               description="how rollouts are produced around the "
                                                               "engine (rlvr.rollout.strategies)")
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
+    max_staleness: int = Field(0, ge=0, description="asynchronous rollouts: generate up to K optimizer steps "
+                                                    "ahead of the update (0: synchronous; rlvr.train.pipeline)")
 
 
 class ScoringConfig(Section):
@@ -285,6 +287,9 @@ class RunConfig(Section):
             problems.append(f"objective {self.algorithm.objective.name!r} reduces its own loss over the group, so "
                             f"the per-token correction {self.algorithm.correction.name!r} cannot apply; use "
                             f"algorithm.correction: none")
+        if self.rollout.max_staleness and self.rollout.engine == "vllm":
+            problems.append("rollout.max_staleness > 0 needs an engine on its own copy of the weights (hf, native); "
+                            "vllm is not supported asynchronously yet")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

@@ -96,6 +96,7 @@ class Completion:
     group: int = 0  # index of the request this completion answers
     loss_mask: list[float] | None = None  # per completion token (None: every token is trained)
     segments: list[Segment] | None = None  # where each span came from (None: all sampled in this call)
+    policy_version: int | None = None  # RL steps the sampling policy had taken (asynchronous rollouts)
 
     def __len__(self) -> int:
         return len(self.completion_ids)

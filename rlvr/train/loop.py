@@ -29,7 +29,7 @@ from rlvr.train.interrupt import deferred_interrupt
 from rlvr.train.rollouts import collect_rollouts
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
 
-__all__ = ["Components", "rl_step", "train_loop", "step_seed", "step_needs"]
+__all__ = ["Components", "rl_step", "train_step", "collect_step", "train_loop", "step_seed", "step_needs"]
 
 
 @dataclass
@@ -53,6 +53,7 @@ class Components:
     appeal: Any = field(default_factory=lambda: AppealState())  # scoring.appeal's running FN-rate estimate
     world: World = field(default_factory=World)  # the data-parallel group (rlvr.train.distributed)
     update_module: Any = None  # what the update's forward runs through (DDP over the log-probs); None: model
+    rollouts: Any = None  # an asynchronous rollout producer (rlvr.train.pipeline); None: rollouts in line
 
     def __post_init__(self):
         if self.scorer is None:
@@ -148,8 +149,18 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
     old and reference log-probs in its fields, the rest in ``batch.extras``.
     """
     t0 = time.perf_counter()
+    return train_step(cfg, c, step, collect_step(cfg, c, step), t0)
+
+
+def collect_step(cfg: RunConfig, c: Components, step: int):
+    """Step ``step``'s rollouts (with ``c``'s engine; the asynchronous producer passes its own)."""
     with c.world.full_weights(c.update_module):  # FSDP: the whole model for generation (rlvr.train.fsdp)
-        ro = collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
+        return collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
+
+
+def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[str, float]:
+    """Everything of a step after its rollouts: batch, extras, advantages, update, metrics. ``t0``: when
+    the step began (its wall time is ``time/step``)."""
     t1 = time.perf_counter()
     correct = [sc.components.get("correct", 0.0) for sc in ro.scores]
     # prompt statistics were updated with every generated completion while collecting (rollouts.py)
@@ -223,19 +234,41 @@ def train_loop(cfg: RunConfig, c: Components, start_step: int,
     Returns the number of completed steps. A non-finite loss raises before its optimizer step, leaving the
     last checkpoint as the last good state.
     """
+    source = c.rollouts  # None: each step collects its own rollouts (rl_step)
+    total, every = cfg.train.steps, cfg.train.checkpoint_every
     step = start_step
-    with deferred_interrupt("this step") as interrupted:
-        while step < cfg.train.steps:
+
+    def finish(step: int, ro=None, t0: float = 0.0) -> int:
+        if source is None:
             metrics = rl_step(cfg, c, step)
-            step += 1
-            if evaluate is not None and cfg.train.eval_every and step % cfg.train.eval_every == 0:
-                metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
-            on_step(step, metrics)
-            stop = c.world.any(interrupted())  # a signal on any rank stops every rank after this step
-            if stop:
-                save(step)
-                raise KeyboardInterrupt(f"{stop}: stopped after step {step}; checkpoint saved")
-            if cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0 and step < cfg.train.steps:
+        else:
+            metrics = train_step(cfg, c, step, ro, t0)
+            source.trained(step)
+        step += 1
+        if evaluate is not None and cfg.train.eval_every and step % cfg.train.eval_every == 0:
+            metrics.update({f"eval/{k}": v for k, v in evaluate(step).items()})
+        on_step(step, metrics)
+        return step
+
+    with deferred_interrupt("this step") as interrupted:
+        while step < total:
+            end = min(total, (step // every + 1) * every) if every else total  # a segment: up to a checkpoint
+            if source is not None:
+                source.start(step, end)
+            try:
+                while step < end:
+                    t0 = time.perf_counter()
+                    step = finish(step, *((source.get(step), t0) if source is not None else ()))
+                    stop = c.world.any(interrupted())  # a signal on any rank stops every rank after this step
+                    if stop:
+                        for j, ro in (source.stop() if source is not None else ()):  # generated: trained too
+                            step = finish(j, ro, time.perf_counter())
+                        save(step)
+                        raise KeyboardInterrupt(f"{stop}: stopped after step {step}; checkpoint saved")
+            finally:
+                if source is not None:
+                    source.stop()
+            if step < total:
                 save(step)
     save(step)
     return step

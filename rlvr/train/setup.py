@@ -31,7 +31,8 @@ from rlvr.tasks.scoring import Scorer, check_verifier
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.distributed import World
 from rlvr.train.kl_control import KLController
-from rlvr.train.loop import Components
+from rlvr.train.loop import Components, collect_step
+from rlvr.train.pipeline import async_rollouts
 from rlvr.train.preflight import (SetupError, check_chat_template, check_device, check_group_size,
                                   check_packages)
 from rlvr.train.prompt_limits import PromptReport, fit_prompts
@@ -147,10 +148,13 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     opt, sched = _optimizer(cfg, model)
     sampler, allocator, stats = build_data(cfg, task)
-    return Components(model=model, tokenizer=tok, task=task, engine=engine,
+    c = Components(model=model, tokenizer=tok, task=task, engine=engine,
                       sampler=sampler, allocator=allocator, stats=stats,
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
                       kl=KLController(cfg.algorithm.kl, cfg.train.steps),
                       scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac),
                       algo_state=AlgorithmState(cfg), world=world,
                       update_module=update_module)
+    c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
+                                lambda m: build_engine(cfg, m, tok, cfg.rollout.batch_size, training=True))
+    return c

@@ -1,0 +1,128 @@
+"""Asynchronous off-policy training (``rollout.max_staleness = s > 0``): a producer thread collects the
+rollouts ahead of the trainer. (With ``s = 0`` each step collects its own, in line: ``rl_step``.)
+
+Asynchronous schedule. The producer collects step ``j``'s rollouts with a snapshot of the policy of
+version ``v(j) = max(first, j - s)`` (a version is the number of RL steps the trainer has finished) in a
+separate copy of the model, while the trainer updates earlier steps; so the generation of step ``k + 1``
+overlaps the update of step ``k`` and no sample is more than ``s`` optimizer steps old. Each completion
+records ``policy_version``; its behaviour log-probs are the snapshot's, so the run's importance correction
+(``algorithm.correction``: ``tis``, ``mis``) weighs stale samples against the current policy, and
+``logp_mismatch`` reports how far they are. Metrics: ``rollout/staleness_mean`` and ``_max``.
+
+Handshake: the producer takes snapshot ``v`` as soon as the trainer has finished step ``v - 1``, and the
+trainer does not start updating step ``v`` until it has, so every snapshot is of exactly one version and a
+run is as reproducible as a synchronous one. The pipeline drains at every checkpoint and at the end (the
+producer never runs past the segment it was started for), so a run resumed from a checkpoint equals the
+uninterrupted one; on Ctrl-C the in-flight steps are trained before the checkpoint, so no prompt is lost.
+
+The producer touches only rollout-side state (sampler, allocator, prompt statistics, the rollout engine
+and its wrappers, the appeal estimate); the trainer only the model, optimizer and algorithm state. On
+CPU give each side its own threads (``train.threads``) or they contend for the same cores.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+from dataclasses import replace
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["AsyncRollouts", "async_rollouts"]
+
+
+class AsyncRollouts:
+    """The producer thread of the asynchronous schedule (module docstring)."""
+
+    def __init__(self, collect: Callable[[Any, int], Any], c: Any, staleness: int, rollout_model: Any,
+                 rollout_engine: Any):
+        self.collect, self.c, self.s = collect, c, staleness
+        self.model, self.engine = rollout_model, rollout_engine
+        self.cond = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def _version(self, j: int) -> int:
+        return max(self.first, j - self.s)
+
+    def start(self, first: int, last: int) -> None:
+        """Produce steps ``first .. last - 1`` (the segment up to the next checkpoint)."""
+        self.first, self.last = first, last
+        self.finished = first  # trainer: RL steps done (the policy version)
+        self.snapshot = first - 1  # producer: the newest version copied
+        self.halt = False
+        self.error: BaseException | None = None
+        self.ready: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._produce, name="rlvr-rollouts", daemon=True)
+        self.thread.start()
+
+    def _copy_weights(self) -> None:
+        with torch.no_grad():
+            for dst, src in zip(self.model.parameters(), self.c.model.parameters()):
+                dst.copy_(src)
+
+    def _produce(self) -> None:
+        try:
+            for j in range(self.first, self.last):
+                v = self._version(j)
+                with self.cond:
+                    self.cond.wait_for(lambda: self.finished >= v or self.halt)
+                    if self.halt:
+                        return
+                    if self.snapshot < v:
+                        self._copy_weights()
+                        self.snapshot = v
+                        self.cond.notify_all()
+                ro = self.collect(replace(self.c, engine=self.engine), j)
+                for g in ro.groups:
+                    for i, comp in enumerate(g.completions):
+                        g.completions[i] = replace(comp, policy_version=v)
+                ro = type(ro)(ro.groups, {**ro.metrics, "rollout/staleness_mean": float(j - v),
+                                          "rollout/staleness_max": float(j - v)})
+                self.ready.put((j, ro, None))
+        except BaseException as e:  # handed to the trainer, which raises it
+            with self.cond:
+                self.error = e
+                self.cond.notify_all()
+            self.ready.put((None, None, e))
+
+    def get(self, step: int):
+        got, ro, err = self.ready.get()
+        if err is not None:
+            raise err
+        assert got == step, f"rollouts of step {got} arrived for step {step}"
+        with self.cond:  # the producer must copy version `step` before the trainer changes it
+            need = step == self.first or step + self.s < self.last
+            self.cond.wait_for(lambda: not need or self.snapshot >= step or self.halt or self.error is not None)
+            if self.error is not None:
+                raise self.error
+        return ro
+
+    def trained(self, step: int) -> None:
+        with self.cond:
+            self.finished = step + 1
+            self.cond.notify_all()
+
+    def stop(self) -> list[tuple[int, Any]]:
+        """Stop producing new steps; return the in-flight ones (step, rollouts) for the trainer to finish."""
+        with self.cond:
+            self.halt = True
+            self.cond.notify_all()
+        if self.thread is not None:
+            self.thread.join()
+        left = []
+        while not self.ready.empty():
+            j, ro, err = self.ready.get()
+            if err is None:
+                left.append((j, ro))
+        return left
+
+
+def async_rollouts(cfg: Any, c: Any, collect: Callable[[Any, int], Any], build_engine: Callable[[Any], Any]):
+    """:class:`AsyncRollouts` over a frozen copy of ``c.model`` with its own engine (``build_engine(model)``,
+    in the training wrappers) when ``rollout.max_staleness > 0``; else ``None`` (rollouts in line)."""
+    if not cfg.rollout.max_staleness:
+        return None
+    model = copy.deepcopy(c.model).eval().requires_grad_(False)
+    return AsyncRollouts(collect, c, cfg.rollout.max_staleness, model, build_engine(model))
