@@ -28,6 +28,16 @@ def hf():
     return HFEngine(model, tok, batch_size=64)
 
 
+@pytest.fixture(scope="module", params=["hf", "native"])
+def engine(request, hf):
+    """Each engine the driver runs over: transformers generate, and rlvr's own decoder on the same model."""
+    if request.param == "hf":
+        return hf
+    from rlvr.rollout.native import NativeEngine
+
+    return NativeEngine(hf.model, hf.tokenizer, batch_size=64)
+
+
 class Recorder:
     """An engine that records, for every call, each request's prefix and the ids and log-probs it sampled."""
 
@@ -74,7 +84,8 @@ def _driver(hf, env=Countdown, **kw):
     return MultiTurnEngine(rec, hf.tokenizer, env, **kw), rec
 
 
-def test_token_in_token_out_over_episodes_of_different_lengths(hf):
+def test_token_in_token_out_over_episodes_of_different_lengths(engine):
+    hf = engine
     drv, rec = _driver(hf, max_turns=4)
     reqs = [GenerationRequest(ex, 2) for ex in _examples(1, 3, 2)]
     out = drv.generate(reqs, SamplingParams(temperature=1.0, max_new_tokens=4, seed=7))
@@ -119,7 +130,8 @@ def test_token_in_token_out_over_episodes_of_different_lengths(hf):
     assert m["env/seconds"] >= 0 and drv.metrics() == {}  # reported since the last call
 
 
-def test_behaviour_logprobs_match_the_trainer_on_sampled_spans(hf):
+def test_behaviour_logprobs_match_the_trainer_on_sampled_spans(engine):
+    hf = engine
     drv, _ = _driver(hf, max_turns=3)
     out = drv.generate([GenerationRequest(ex, 2) for ex in _examples(3, 1)],
                        SamplingParams(temperature=0.8, max_new_tokens=5, seed=2))
@@ -384,3 +396,49 @@ def test_tool_error_rate_counts_steps_whose_info_flags_a_bad_call(hf):
     m = drv.metrics()
     # episodes of 1 and 3 steps, two of each: 8 steps, of which the 4 first steps are errors
     assert m["env/tool_error_rate"] == pytest.approx(4 / 8)
+
+
+class Secret(Countdown):
+    """Draws a secret digit at reset that only its info reveals, at the episode's end."""
+
+    def reset(self, example, seed):
+        super().reset(Example(example.id, example.prompt, example.answer, meta={"steps": 1}), seed)
+        self.secret = str(seed % 10)
+        return ""
+
+    def step(self, action):
+        out = super().step(action)
+        return Step(out.observation, out.reward, out.done, {"secret": self.secret}) if out.done else out
+
+
+def test_a_verifier_reads_what_only_the_environment_knows(jsonl_cfg_overrides, tmp_path, monkeypatch):
+    """Training and evaluation both score an episode against an example whose meta holds the environment's
+    last info and reward: a reward function that checks the secret the environment drew sees it."""
+    from rlvr.config import load_config
+    from rlvr.train.run import train
+
+    seen = []
+
+    def reward(prompts, completions, env_info=None, env_reward=None, **kw):
+        if env_info is None:  # the pre-run check of the gold answers has no episode behind it
+            return [1.0] * len(completions)
+        seen.extend((i["secret"], r) for i, r in zip(env_info, env_reward))
+        return [float(i["secret"] in c) for c, i in zip(completions, env_info)]
+
+    import tests.reward_fns as fns
+
+    monkeypatch.setattr(fns, "secret_reward", reward, raising=False)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"q{i}:", "answer": "x"}) + "\n" for i in range(6)))
+    ENVIRONMENTS.register("_t_secret")(lambda p: Secret())
+    try:
+        train(load_config(overrides=jsonl_cfg_overrides + [
+            f"task.train_path={data}", "task.eval_fraction=0.34",
+            "task.verifier=tests.reward_fns:secret_reward", "rollout.prompts_per_step=2",
+            "rollout.multiturn.env=_t_secret", "rollout.multiturn.max_turns=1", "train.steps=1", "sft.steps=0",
+            "eval.samples=1"]))
+    finally:
+        ENVIRONMENTS.unregister("_t_secret")
+    train_and_eval = 2 * 4 + 2 * 2  # one step of 2 x 4 episodes; 2 eval prompts, before and after
+    assert len(seen) >= train_and_eval and all(s.isdigit() and r == 1.0 for s, r in seen)
+    assert len({s for s, _ in seen}) > 1  # the secrets differ by episode seed: read per episode, not shared

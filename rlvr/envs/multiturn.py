@@ -54,12 +54,12 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
+from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams, Segment
 from rlvr.envs.base import Environment, Step, episode_seed
 from rlvr.envs.render import ObservationRenderer
 from rlvr.rollout.base import encode_prompt
 
-__all__ = ["EpisodeCompletion", "MultiTurnEngine", "EnvTimeout", "env_scores"]
+__all__ = ["EpisodeCompletion", "MultiTurnEngine", "EnvTimeout", "env_scores", "scored_example"]
 
 
 @dataclass
@@ -300,6 +300,17 @@ class MultiTurnEngine:
                "env/seconds": self._seconds, "env/tool_error_rate": self._tool_errors / max(self._steps, 1)}
         self._reset_metrics()
         return out
+
+
+def scored_example(example: Example, completion: Completion) -> Example:
+    """The example a verifier scores ``completion`` against. For an episode, its ``meta`` also holds the
+    environment's last ``info`` (``env_info``) and its reward (``env_reward``), so a verifier (or a user's
+    reward function, which receives meta fields as keyword lists) can check answers only the environment
+    knows: a value it drew at reset, the state a tool call left behind."""
+    if not isinstance(completion, EpisodeCompletion):
+        return example
+    return replace(example, meta={**example.meta, "env_info": dict(completion.env_info),
+                                  "env_reward": completion.env_reward})
 
 
 def env_scores(completions: Sequence[Completion], verifier_rewards: Sequence[float], mode: str = "verifier",

@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
+from rlvr.envs.multiturn import scored_example
 from rlvr.eval.metrics import bootstrap_cis, majority_answer, pass_at_k
 from rlvr.tasks.base import Task
 from rlvr.verifiers.numeric import parse_number
@@ -171,7 +172,7 @@ def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None =
     groups = rendering_groups(examples)
     per_prompt = []
     for ex, cs, group in zip(examples, comps, groups):
-        scores = [task.score(ex, c.text) for c in cs]
+        scores = [task.score(scored_example(ex, c), c.text) for c in cs]  # episodes: env_info for the verifier
         per_prompt.append({
             "id": ex.id, "group": group, "task": ex.task,
             "correct": [s.components.get("correct", 0.0) for s in scores],

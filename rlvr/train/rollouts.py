@@ -31,7 +31,7 @@ import torch
 from rlvr.algorithms.group_filters import informative_groups
 from rlvr.algorithms.registry import GROUP_FILTERS, REWARD_SHAPERS, GroupFilterInputs, ShapingInputs
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score
-from rlvr.envs.multiturn import env_scores
+from rlvr.envs.multiturn import env_scores, scored_example
 from rlvr.rollout.wrappers import engine_metrics
 from rlvr.sampling.base import Group
 from rlvr.tasks.appeals import appeal_state, run_appeal
@@ -96,8 +96,8 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     t0 = time.perf_counter()
     completions = c.engine.generate(local, sampling) if local else []
     t1 = time.perf_counter()
-    scores, score_stats = c.scorer.score_many([local[comp.group].example for comp in completions],
-                                              [comp.text for comp in completions])
+    examples = [scored_example(local[comp.group].example, comp) for comp in completions]  # episodes: + env_info
+    scores, score_stats = c.scorer.score_many(examples, [comp.text for comp in completions])
     completions = [replace(comp, group=mine[comp.group]) for comp in completions]
     if c.world.distributed:
         completions, scores, score_stats = _gather(c.world, completions, scores, score_stats)
