@@ -28,6 +28,7 @@ from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn e
 from rlvr.rollout.guidance import GuidanceConfig
 from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
+from rlvr.rollout.ray_engine import RayConfig
 from rlvr.rollout.vllm_config import VLLMConfig
 from rlvr.models.loading import ModelConfig
 from rlvr.optim import OPTIMIZERS
@@ -111,12 +112,15 @@ class RolloutConfig(Section):
                                                               description="how rollouts are produced around the "
                                                               "engine (rlvr.rollout.strategies)")
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
+    ray: RayConfig = Field(default_factory=RayConfig, description="rollout.engine=ray: Ray rollout workers")
     max_staleness: int = Field(0, ge=0, description="asynchronous rollouts: generate up to K optimizer steps "
                                                     "ahead of the update (0: synchronous; rlvr.train.pipeline)")
 
 
 class ScoringConfig(Section):
     workers: int = Field(1, gt=0, description="threads scoring completions (1: in-line)")
+    backend: Literal["threads", "ray"] = Field("threads", description="ray: each completion a Ray task (the ray "
+                                               "extra; cluster at rollout.ray.address)")
     timeout_s: float = Field(60.0, gt=0.0, description="deadline for scoring one step's completions; "
                                                         "late ones score 0 and count in score/timeouts")
     max_error_frac: float = Field(0.5, ge=0.0, le=1.0, description="stop the run when the verifier raises on more "

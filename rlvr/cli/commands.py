@@ -95,7 +95,8 @@ def _fail(msg: str, code: int = 1) -> None:
 @app.command()
 def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None,
           recipe: RecipeOpt = None, resume: Annotated[Optional[Path], typer.Option("--resume", help="run directory or checkpoint to continue")] = None,
-          nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="data-parallel processes on this machine (starts torchrun; see docs/distributed.md)")] = None):
+          nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="data-parallel processes on this machine (starts torchrun; see docs/distributed.md)")] = None,
+          launcher: Annotated[str, typer.Option("--launcher", help="local, or ray: the trainer and rollout engines as Ray actors (the ray extra)")] = "local"):
     """Train with RL. With no arguments: the built-in CPU demo (tiny model, SFT warm-up, GRPO, eval)."""
     if nproc is not None:
         from rlvr.cli.launch import launch_torchrun
@@ -107,6 +108,10 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
     from rlvr.train.update import NonFiniteError
 
     _quiet_libraries()
+    if launcher not in ("local", "ray"):
+        _fail(f"--launcher {launcher}: choose local or ray", 2)
+    if launcher == "ray":
+        from rlvr.train.ray_launch import ray_resume as resume_run, ray_train as train_run  # noqa: F811
     try:
         if resume is not None:
             if config is not None or out is not None or recipe is not None:
@@ -117,6 +122,8 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
     except ConfigError as e:
         _fail(str(e), 2)
     except _setup_errors() as e:
+        _fail(str(e), 2)
+    except ImportError as e:  # an optional extra the run needs (ray, vllm, peft)
         _fail(str(e), 2)
     except (DataError, FileNotFoundError, FileExistsError) as e:
         _fail(str(e), 2)

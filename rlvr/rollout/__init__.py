@@ -1,7 +1,7 @@
 """Rollout engines."""
 
 # registration: engines, engine wrappers, rollout strategies
-from rlvr.rollout import guidance, hf, latr, native, param_noise, spec_rl, strategies, vllm_engine  # noqa: F401
+from rlvr.rollout import guidance, hf, latr, native, param_noise, ray_engine, spec_rl, strategies, vllm_engine  # noqa: F401
 from rlvr.rollout.base import ENGINES, RolloutEngine, encode_prompt
 from rlvr.rollout.hf import HFEngine
 from rlvr.rollout.native import NativeEngine

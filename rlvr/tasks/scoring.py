@@ -28,7 +28,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import sys
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from rlvr.core.types import Example, Score
 
@@ -72,12 +72,14 @@ class Scorer:
     completions whose verifier may raise before :class:`ScoringError`; ``warn`` prints the first error."""
 
     def __init__(self, task, workers: int = 1, timeout_s: float = 30.0, max_error_frac: float = 1.0,
-                 warn: Callable[[str], None] | None = None):
+                 warn: Callable[[str], None] | None = None, pool: Any = None):
         self.task, self.workers, self.timeout_s = task, workers, timeout_s
         self.max_error_frac = max_error_frac
         self.warn = warn if warn is not None else (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.first_error: str | None = None  # the first error's traceback (or message), for reports
-        self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlvr-score") if workers > 1 else None
+        self._pool = pool  # e.g. rlvr.rollout.ray_engine.RayPool; else threads when workers > 1
+        if pool is None and workers > 1:
+            self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlvr-score")
 
     def score_many(self, examples: Sequence[Example], texts: Sequence[str]) -> tuple[list[Score], ScoreStats]:
         t0 = time.perf_counter()

@@ -33,6 +33,10 @@ def check_packages(cfg) -> None:
     if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
         raise SetupError("rollout.engine=vllm needs vLLM, which is not installed: pip install 'rlvr[vllm]' on a GPU "
                          "machine, or bash scripts/setup_vllm.sh for vLLM's CPU build; or use rollout.engine=hf")
+    ray_use = [k for k, on in (("rollout.engine=ray", cfg.rollout.engine == "ray"),
+                               ("scoring.backend=ray", cfg.scoring.backend == "ray")) if on]
+    if ray_use and importlib.util.find_spec("ray") is None:
+        raise SetupError(f"{' and '.join(ray_use)} needs Ray, which is not installed: pip install 'rlvr[ray]'")
     if cfg.rollout.engine == "vllm" and cfg.rollout.vllm.sleep_mode and not torch.cuda.is_available():
         raise SetupError("rollout.vllm.sleep_mode=true needs a GPU (vLLM's sleep mode frees CUDA memory); set it to "
                          "false on CPU")

@@ -23,6 +23,7 @@ from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.logprobs import CompletionLogprobs
 from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
+from rlvr.rollout.ray_engine import RayPool
 from rlvr.models.lora import apply_lora
 from rlvr.rollout.wrappers import base_engine, wrap_engine
 from rlvr.sampling import build_data
@@ -152,7 +153,8 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       sampler=sampler, allocator=allocator, stats=stats,
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
                       kl=KLController(cfg.algorithm.kl, cfg.train.steps),
-                      scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac),
+                      scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac,
+                                    pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
                       algo_state=AlgorithmState(cfg), world=world,
                       update_module=update_module)
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
