@@ -124,3 +124,23 @@ def test_behaviour_logprobs_of_the_hf_engine_with_adapters_match_the_trainer():
         lp, _ = completion_logprobs(model, batch)
     torch.testing.assert_close(lp, batch.behaviour_logp, rtol=0, atol=1e-5)
     assert isinstance(out[0], Completion)
+
+
+@pytest.mark.slow
+def test_lora_learns_on_the_demo_task_with_a_fraction_of_the_optimizer_state(tmp_path):
+    """The demo (SFT warm-up of the full model, then RL) with only rank-16 adapters training in RL: held-out
+    accuracy rises as with full fine-tuning (0.146 -> 0.195 here, full: 0.146 -> 0.225 at seed 0, 200 steps),
+    and the optimizer keeps Adam's two moments of the adapters only. About 2 minutes on 2 cores."""
+    from rlvr.config import load_config
+    from rlvr.train.run import train
+
+    s = train(load_config(overrides=[
+        f"out={tmp_path / 'run'}", "train.steps=200", "train.eval_every=0", "optim.lr=1e-3",
+        "model.lora.rank=16", "model.lora.alpha=32",
+        "algorithm.advantage.name=grpo", "algorithm.aggregation.name=seq_mean_token_mean",
+        "algorithm.kl.coef=0.04"]))
+    assert s["eval_after"]["accuracy"] >= s["eval_before"]["accuracy"] + 0.03
+    base = s["total_params"] - s["trainable_params"]
+    assert s["trainable_params"] < 0.2 * base
+    # AdamW: exp_avg and exp_avg_sq (float32) per trainable parameter, plus a step counter per tensor
+    assert 8 * s["trainable_params"] <= s["optimizer_state_bytes"] < 8 * s["trainable_params"] + 4096

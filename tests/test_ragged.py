@@ -33,6 +33,9 @@ EXTRA_FIXTURES = {
     "hidden": lambda n, g: torch.randn(n, H, generator=g),
     "turn_index": lambda n, g: torch.randint(1, 4, (n, 1), generator=g).float().expand(n, T).cumsum(1).clamp(max=3),
     "turn_reward": lambda n, g: torch.rand(n, T, generator=g),
+    "teacher_kl": lambda n, g: torch.rand(n, T, generator=g),  # KL >= 0
+    # ROUGE-L F in [0, 1] per row, -1 where the example has no reference
+    "reference_rouge_l": lambda n, g: torch.where(torch.rand(n, generator=g) < 0.3, -1.0, torch.rand(n, generator=g)),
 }
 # parameters for the components whose params have required fields (the rest run with their defaults)
 REQUIRED_PARAMS = {("REWARD_TRANSFORMS", "fgrpo"): {"constraints": {"correct": 0.5}}}

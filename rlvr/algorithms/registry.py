@@ -45,6 +45,10 @@ EXTRAS = {
                   "inserted observation tokens; 1 everywhere for single-turn completions",
     "turn_reward": "[N, T] the environment's reward for the turn each token belongs to (0 on observations "
                    "and for single-turn completions)",
+    "teacher_kl": "[N, T] KL(P_S || P_T) of the policy's next-token distributions without and with the gold "
+                  "answer in the context (algorithm.teacher_hint): the decision points of RLRT",
+    "reference_rouge_l": "[N] ROUGE-L F of the completion's text against its example's reference solution "
+                         "(Example.target); -1 where the example has none (no model pass)",
 }
 # Behaviour a component asks of the trainer, declared with ``traits=`` at registration (not tensors: those
 # are ``needs``). rlvr.config.algorithm_traits resolves them for config checks and the update alike.

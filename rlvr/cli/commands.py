@@ -73,10 +73,11 @@ def _setup_errors() -> tuple[type[Exception], ...]:
     """Errors that mean the run cannot start as set up: printed as one message, exit code 2."""
     from rlvr.models.checks import ModelDirError
     from rlvr.train.preflight import SetupError
+    from rlvr.models.lora import LoRAError
     from rlvr.train.distributed import DistributedSetupError
     from rlvr.train.prompt_limits import PromptLimitError
 
-    return SetupError, ModelDirError, PromptLimitError, DistributedSetupError
+    return SetupError, ModelDirError, PromptLimitError, DistributedSetupError, LoRAError
 
 
 def _run_errors() -> tuple[type[Exception], ...]:

@@ -9,7 +9,9 @@ method's name. Everything here runs without gradients; names and shapes are list
 Costs: ``old_logp`` one policy forward; ``ref_logp`` one reference forward; ``entropy``,
 ``self_certainty``, ``chosen_logit`` and ``hidden`` share one policy forward that keeps full-vocabulary
 logits per chunk of tokens; ``teacher_logp`` and ``neg_teacher_logp`` one policy forward each over
-prompt + hint + completion; ``segment_end`` decodes each distinct completion token once (no model pass).
+prompt + hint + completion; ``teacher_kl`` a policy forward over each of prompt + completion and
+prompt + hint + completion, keeping full-vocabulary logits per chunk; ``segment_end`` decodes each distinct
+completion token once (no model pass).
 
 Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
 divided by the training temperature (``algorithm.train_temperature``, default the rollout temperature) for
@@ -143,6 +145,44 @@ def teacher_completions(completions: Sequence[Completion], examples: Sequence[Ex
     return out
 
 
+@torch.no_grad()
+def teacher_kl(model, batch: RolloutBatch, teacher: RolloutBatch, temperature: float, micro_batch_size: int,
+               chunk_tokens: int) -> torch.Tensor:
+    """``[N, T]`` KL(P_S || P_T) at each completion position: the policy's next-token distribution given the
+    prompt against the same policy's given the prompt and the hint (``teacher``: the same completions after
+    a longer prompt), both at ``temperature``. Full-vocabulary logits are built per chunk of tokens."""
+    n, t = batch.completion_mask.shape
+    out = torch.zeros(n, t)
+    trunk = getattr(model, model.base_model_prefix)
+    head = model.get_output_embeddings()
+    softcap = getattr(model.config, "final_logit_softcapping", None)
+
+    def positions(mb):
+        h = trunk(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
+                  use_cache=False).last_hidden_state
+        p, tm = mb.prompt_len, mb.completion_mask.shape[1]
+        return h[:, p - 1: p + tm - 1][mb.completion_mask.bool()]  # position j predicts completion token j
+
+    def logsm(h):
+        z = head(h).float()
+        if softcap:
+            z = torch.tanh(z / softcap) * softcap
+        return torch.log_softmax(z / temperature, -1)
+
+    for idx in batch.micro_batch_rows(micro_batch_size):
+        mb, tb = batch.select(idx).trim(), teacher.select(idx).trim()
+        hs, ht = positions(mb), positions(tb)
+        vals = []
+        for k in range(0, hs.shape[0], chunk_tokens):
+            ls, lt = logsm(hs[k: k + chunk_tokens]), logsm(ht[k: k + chunk_tokens])
+            vals.append((ls.exp() * (ls - lt)).sum(-1))
+        full = torch.zeros(mb.completion_mask.shape)
+        if vals:
+            full[mb.completion_mask.bool().cpu()] = torch.cat(vals).cpu()
+        out[idx, : full.shape[1]] = full
+    return out
+
+
 def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, completions: Sequence[Completion],
                    examples: Sequence[Example], hint: str) -> dict[str, torch.Tensor]:
     """The requested extras for ``batch`` (rows in the order of ``completions``), on the batch's device.
@@ -159,7 +199,7 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
     wanted = [k for k in _STATS if k in needs]
     if wanted and "old_logp" in needs:  # one policy pass for both
         stats = token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted + ["logp"],
-                                 s.micro_batch_tokens, s.autocast)
+                                 getattr(s, "micro_batch_tokens", None), getattr(s, "autocast", None))
         out["old_logp"] = stats.pop("logp")
         out.update(stats)
         wanted = []
@@ -171,7 +211,7 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         out["ref_logp"] = batch_logprobs(c.ref_model, dev, s).cpu()
     if wanted:
         out.update(token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted,
-                                    s.micro_batch_tokens, s.autocast))
+                                    getattr(s, "micro_batch_tokens", None), getattr(s, "autocast", None)))
     if "segment_end" in needs:
         out["segment_end"] = segment_ends(batch, c.tokenizer)
     if "guided" in needs:  # flags set by the guidance engine wrapper (no model pass)
@@ -182,6 +222,15 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.envs.turns import turn_tensors
 
         out["turn_index"], out["turn_reward"] = (x.cpu() for x in turn_tensors(completions, batch.completion_mask))
+    if "reference_rouge_l" in needs:  # from the texts (no model pass)
+        from rlvr.verifiers.textmetrics import rouge_l
+
+        out["reference_rouge_l"] = torch.tensor([-1.0 if ex.target is None else rouge_l(comp.text, ex.target)
+                                                 for comp, ex in zip(completions, examples)])
+    if "teacher_kl" in needs:  # one more pass each over the prompt and the hinted prompt, full distributions
+        comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, False)
+        tb = build_batch(comps, batch.rewards.tolist(), c.tokenizer.pad_token_id).to(c.device)
+        out["teacher_kl"] = teacher_kl(c.model, dev, tb, s.temperature, s.micro_batch_size, s.chunk_tokens)
     for key, negative in (("teacher_logp", False), ("neg_teacher_logp", True)):
         if key in needs:
             comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, negative)

@@ -75,7 +75,7 @@ def _stateful(c: Components) -> dict[str, Any]:
     """Every object whose state a checkpoint holds, by its key in ``state.json``: save and resume walk this."""
     return {"sampler": c.sampler, "allocator": c.allocator, "stats": c.stats, "kl": c.kl,
             "algorithm_state": c.algo_state, "task": c.task,
-            "engine": _EngineState(getattr(c.rollouts, "engine", None) or c.engine),  # the rollout side's
+            "engine": _EngineState(getattr(getattr(c, "rollouts", None), "engine", None) or c.engine),  # rollout side
             "appeal": appeal_state(c)}
 
 

@@ -61,7 +61,7 @@ def needs_old_logp(alg: AlgorithmConfig) -> bool:
 def batch_logprobs(model, batch: RolloutBatch, s: UpdateSettings) -> torch.Tensor:
     """Log-probs ``[N, T]`` of the whole batch under ``model``, micro-batch by micro-batch, no grad."""
     out = torch.zeros_like(batch.completion_mask)
-    for idx in batch.micro_batch_rows(s.micro_batch_size, max_tokens=s.micro_batch_tokens):
+    for idx in batch.micro_batch_rows(s.micro_batch_size, max_tokens=getattr(s, "micro_batch_tokens", None)):
         micro = batch.select(idx).trim()
         with precision(s, micro.input_ids.device):
             lp, _ = completion_logprobs(model, micro, s.temperature, s.chunk_tokens)
@@ -71,9 +71,10 @@ def batch_logprobs(model, batch: RolloutBatch, s: UpdateSettings) -> torch.Tenso
 
 def precision(s: UpdateSettings, device: torch.device):
     """``torch.autocast`` to ``s.autocast`` for a forward (the weights and the optimizer stay float32)."""
-    if s.autocast is None:
+    dtype = getattr(s, "autocast", None)  # (settings objects made by hand may lack the field)
+    if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=getattr(torch, s.autocast))
+    return torch.autocast(device.type, dtype=getattr(torch, dtype))
 
 
 class _Meter:

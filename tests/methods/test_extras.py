@@ -157,3 +157,25 @@ def test_old_logp_from_the_statistics_pass_equals_batch_logprobs():
     torch.testing.assert_close(both["old_logp"], ref, rtol=0, atol=1e-6)
     alone = token_statistics(model, batch, 0.7, 4, s.chunk_tokens, ["entropy"])
     torch.testing.assert_close(both["entropy"], alone["entropy"], rtol=0, atol=0)
+
+
+def test_teacher_kl_equals_the_naive_kl_of_full_distributions(setup):
+    """KL(P_S || P_T) per completion position, against full logits of the unpadded prompt + completion and
+    prompt + gold-answer hint + completion; 0 when the hint is empty (teacher = student)."""
+    s = setup
+    c = SimpleNamespace(model=s.model, ref_model=None, tokenizer=s.tok, device=torch.device("cpu"))
+    st = SimpleNamespace(temperature=TEMP, micro_batch_size=3, chunk_tokens=2)
+    out = compute_extras(frozenset({"teacher_kl"}), c, s.batch, st, s.comps, s.examples, HINT)["teacher_kl"]
+    assert out.shape == s.batch.completion_mask.shape
+    for i, comp in enumerate(s.comps):
+        n = len(comp.completion_ids)
+        ls, _, _ = naive_row(s.model, comp.prompt_ids + comp.completion_ids, len(comp.prompt_ids), n)
+        ctx = comp.prompt_ids + s.enc(f" {s.examples[i].answer}\n")
+        lt, _, _ = naive_row(s.model, ctx + comp.completion_ids, len(ctx), n)
+        ps, pt = torch.log_softmax(ls / TEMP, -1), torch.log_softmax(lt / TEMP, -1)
+        want = (ps.exp() * (ps - pt)).sum(-1)
+        assert torch.allclose(out[i, :n].double(), want, atol=1e-5), i
+        assert (out[i, n:] == 0).all()
+    assert float(out.max()) > 1e-3  # the hint moves the distributions: the comparison is not vacuous
+    same = compute_extras(frozenset({"teacher_kl"}), c, s.batch, st, s.comps, s.examples, "")["teacher_kl"]
+    assert float(same.abs().max()) < 1e-6

@@ -236,3 +236,32 @@ def test_cepo_skips_itself_and_its_teacher_passes_once_lambda_is_zero(tmp_path, 
     assert [("teacher_logp" in r and "neg_teacher_logp" in r) for r in requested] == [True, True, False, False]
     assert all("old_logp" in r for r in requested)
     assert [("advantage_transform/cepo/lambda" in m) for m in out["metrics"]] == [True, True, False, False]
+
+
+def test_rlrt_decision_weights_only_decision_points():
+    """rlrt_decision = rlrt where KL(P_S || P_T) >= threshold, the plain advantage elsewhere (C16 oracle
+    values: lam 0.5, eps_w 0.2, A = +1: D = -0.5 -> 1.1, D = +0.5 -> 0.9; A = -1 unchanged)."""
+    from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs
+    from rlvr.algorithms.transforms.rlrt import RLRTDecisionParams
+
+    adv = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
+    mask = torch.ones(2, 3)
+    old = torch.zeros(2, 3)
+    teacher = torch.tensor([[-0.5, 0.5, 0.5], [0.5, -0.5, 0.5]])  # D = teacher - old
+    kl = torch.tensor([[0.3, 0.3, 0.01], [0.3, 0.3, 0.3]])
+    inp = TransformInputs(torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([0, 0]), mask, adv, {},
+                          {"teacher_logp": teacher, "old_logp": old, "teacher_kl": kl}, 0, 1, 0.0)
+    out, m = ADVANTAGE_TRANSFORMS.get("rlrt_decision").fn(inp, RLRTDecisionParams(lam=0.5, eps_w=0.2, threshold=0.1))
+    want = torch.tensor([[1.1, 0.9, 1.0], [-1.0, -1.0, -1.0]])  # third token: not a decision point
+    assert torch.allclose(out.double(), want.double(), atol=1e-6)
+    assert m["decision_frac"] == pytest.approx(5 / 6)
+    every, _ = ADVANTAGE_TRANSFORMS.get("rlrt_decision").fn(inp, RLRTDecisionParams(threshold=0.0))
+    plain, _ = ADVANTAGE_TRANSFORMS.get("rlrt").fn(inp, RLRTDecisionParams(threshold=0.0))
+    assert torch.equal(every, plain)  # threshold 0: every position is a decision point
+
+
+def test_rlrt_decision_recipe_trains(tmp_path):
+    from tests.methods.helpers import recipe_trains
+
+    out = recipe_trains("rlrt_decision", tmp_path, ["reward", "loss"])
+    assert all(0.0 <= m["advantage_transform/rlrt_decision/decision_frac"] <= 1.0 for m in out["metrics"])

@@ -9,8 +9,8 @@ With s_i the completion's mean token log-prob under the sampling policy (detache
     A_i  = 1/(n_g - 1) sum_{j in g, j != i} w_ij (r_i - r_j)            [N], broadcast to [N, T]
 
 w_ij = w_ji, so the advantages of a group sum to 0; kappa = 0 gives RLOO exactly. A group of one gets 0.
-The paper's optional ROUGE-L auxiliary reward against a reference solution is not included (it is a reward
-term, not part of the advantage). Cost: one n_g x n_g matrix per group.
+The paper's optional ROUGE-L auxiliary reward against a reference solution is a reward term, not part of
+the advantage: the reward transform ``rouge_l_bonus`` (recipe ``lampo_rouge``). Cost: one n_g x n_g matrix per group.
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ RLSD/CEPO weight (cepo.py) with the sign reversed, on positive rows only:
     A_{i,t} <- A_{i,t} * [ (1 - lam) + lam * clip( exp(-D_t), 1 - eps_w, 1 + eps_w ) ]   if A_i > 0
     A_{i,t} <- A_{i,t}                                                                  if A_i <= 0
 
-with A_i's sign taken from the row sum as in cepo.py. Not reconstructed: the optional restriction to
-decision points (positions where KL(P_S || P_T) is large), which needs full teacher distributions.
+with A_i's sign taken from the row sum as in cepo.py. ``rlrt_decision`` adds the optional restriction to
+decision points: the weight applies only where the position-level asymmetry
+D̄_t = KL(P_S^t || P_T^t) (the extra ``teacher_kl``: full next-token distributions without and with the gold
+answer in context) is at least ``threshold``; elsewhere A_{i,t} is kept. The threshold is a placeholder.
 ``lam`` and ``eps_w`` are placeholders (0.5, 0.2: CEPO's values). Cost: one teacher forward (prompt + gold
-answer + completion) and the old log-probs.
+answer + completion) and the old log-probs; ``rlrt_decision`` two more forwards with full distributions.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pydantic import Field
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.registry import Params
 
-__all__ = ["RLRTParams", "rlrt"]
+__all__ = ["RLRTParams", "RLRTDecisionParams", "rlrt", "rlrt_decision"]
 
 
 class RLRTParams(Params):
@@ -46,3 +48,17 @@ def rlrt(inp: TransformInputs, p: RLRTParams) -> TransformOutput:
         "weight_mean_positive": float(weight[on].mean()) if on.any() else 1.0,
         "asymmetry_mean": float((d * mask).sum() / mask.sum().clamp(min=1)),
     }
+
+
+class RLRTDecisionParams(RLRTParams):
+    threshold: float = Field(0.1, ge=0.0, description="decision points: positions with KL(P_S || P_T) >= this "
+                                                       "(nats; a placeholder)")
+
+
+@ADVANTAGE_TRANSFORMS.register("rlrt_decision", RLRTDecisionParams, needs=("teacher_logp", "old_logp", "teacher_kl"))
+def rlrt_decision(inp: TransformInputs, p: RLRTDecisionParams) -> TransformOutput:
+    """RLRT restricted to decision points: the reversed-teacher weight only where KL(P_S || P_T) >= threshold."""
+    weighted, metrics = rlrt(inp, p)
+    decision = (inp.extras["teacher_kl"] >= p.threshold) & inp.mask.bool()
+    adv = torch.where(decision, weighted, (inp.advantages * inp.mask).to(weighted.dtype))
+    return adv, {**metrics, "decision_frac": float(decision.sum() / inp.mask.sum().clamp(min=1))}
