@@ -115,6 +115,8 @@ class RolloutConfig(Section):
     ray: RayConfig = Field(default_factory=RayConfig, description="rollout.engine=ray: Ray rollout workers")
     max_staleness: int = Field(0, ge=0, description="asynchronous rollouts: generate up to K optimizer steps "
                                                     "ahead of the update (0: synchronous; rlvr.train.pipeline)")
+    stages: int = Field(0, ge=0, description="Mu-GRPO: S generation stages over the run, each generated at once "
+                                             "with its first step's policy (0: off; rlvr.train.pipeline)")
 
 
 class ScoringConfig(Section):
@@ -187,6 +189,9 @@ class AlgorithmConfig(Section):
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)
     epochs: int = Field(1, gt=0, description="update passes over each rollout batch (mu)")
     minibatches: int = Field(4, gt=0, description="optimizer steps per pass; the batch splits evenly")
+    old_logp: Literal["recompute", "behaviour"] = Field(
+        "recompute", description="the ratio's old policy: recomputed by the trainer, or the engine's behaviour "
+                                 "log-probs (the ratio then measures staleness: Mu-GRPO's stages)")
     train_temperature: float | None = Field(
         None, gt=0.0, description="temperature the trainer recomputes log-probs (and entropies) at, in the update "
                                   "and the old/reference/token-statistics passes (null: rollout.temperature). "
@@ -291,9 +296,11 @@ class RunConfig(Section):
             problems.append(f"objective {self.algorithm.objective.name!r} reduces its own loss over the group, so "
                             f"the per-token correction {self.algorithm.correction.name!r} cannot apply; use "
                             f"algorithm.correction: none")
-        if self.rollout.max_staleness and self.rollout.engine == "vllm":
-            problems.append("rollout.max_staleness > 0 needs an engine on its own copy of the weights (hf, native); "
-                            "vllm is not supported asynchronously yet")
+        if self.rollout.max_staleness and self.rollout.stages:
+            problems.append("rollout.max_staleness and rollout.stages are two schedules of stale rollouts; set one")
+        if (self.rollout.max_staleness or self.rollout.stages) and self.rollout.engine == "vllm":
+            problems.append("asynchronous rollouts (rollout.max_staleness, rollout.stages) need an engine on its own "
+                            "copy of the weights (hf, native); vllm is not supported asynchronously yet")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

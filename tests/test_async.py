@@ -128,3 +128,33 @@ def test_a_producer_error_reaches_the_trainer_without_a_hang(jsonl_cfg_overrides
     with pytest.raises(RuntimeError, match="verifier crashed in the producer"):
         train(_cfg(jsonl_cfg_overrides, "train.checkpoint_every=0"))
     assert calls[:3] == [0, 1, 2]
+
+
+def test_mu_grpo_stages_generate_each_stage_with_its_first_policy(jsonl_cfg_overrides, tmp_path):
+    """rollout.stages = 2 over 6 steps: steps 0-2 with the policy of step 0, 3-5 with that of step 3; with
+    algorithm.old_logp = behaviour the ratio measures that staleness (kl_old > 0 late in a stage only)."""
+    versions = {}
+    real = loop_mod.train_step
+
+    def spy(cfg, c, step, ro, t0):
+        versions[step] = sorted({comp.policy_version for comp in ro.completions})
+        return real(cfg, c, step, ro, t0)
+
+    loop_mod.train_step = spy
+    try:
+        train(_cfg(jsonl_cfg_overrides, "rollout.max_staleness=0", "rollout.stages=2", "train.checkpoint_every=0",
+                   "algorithm.old_logp=behaviour", "algorithm.minibatches=1", "optim.lr=0.05"))
+    finally:
+        loop_mod.train_step = real
+    assert versions == {0: [0], 1: [0], 2: [0], 3: [3], 4: [3], 5: [3]}
+    m = _metrics(tmp_path / "run")
+    assert [x["rollout/staleness_mean"] for x in m] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+    assert m[0]["kl_old"] < 1e-6 and m[3]["kl_old"] < 1e-6  # first step of a stage: behaviour = current
+    assert max(m[1]["kl_old"], m[2]["kl_old"], m[4]["kl_old"], m[5]["kl_old"]) > 1e-4
+
+
+def test_mu_grpo_recipe_trains_with_its_stages_and_behaviour_ratio(tmp_path):
+    from tests.methods.helpers import recipe_trains
+
+    out = recipe_trains("mu_grpo", tmp_path, ["reward", "loss"], overrides=["train.steps=2"])
+    assert out["cfg"].rollout.stages == 4 and out["cfg"].algorithm.old_logp == "behaviour"

@@ -235,8 +235,9 @@ def check_world(cfg: Any, world: World) -> None:
     if cfg.rollout.engine == "vllm":
         problems.append("rollout.engine=vllm is not supported in a torchrun run yet (one engine per process "
                         "group); use hf or native, or one process")
-    if cfg.rollout.max_staleness:
-        problems.append("rollout.max_staleness > 0 (asynchronous rollouts) is not supported under torchrun yet")
+    if cfg.rollout.max_staleness or cfg.rollout.stages:
+        problems.append("rollout.max_staleness / rollout.stages (asynchronous rollouts) are not supported under "
+                        "torchrun yet")
     if world.sharded and cfg.model.lora.rank:
         problems.append("train.distributed.strategy=fsdp with model.lora is not supported yet; use ddp (adapters "
                         "are small enough to replicate)")

@@ -97,7 +97,9 @@ def step_needs(cfg: RunConfig, c: Components, step: int) -> frozenset[str]:
     needs = set(algorithm_needs(cfg, step))
     for f in step_features(cfg, c.ref_model is not None).reward_transforms:
         needs |= REWARD_TRANSFORMS.get(f.name).needs
-    if needs_old_logp(cfg.algorithm):
+    if cfg.algorithm.old_logp == "behaviour":  # the engine's log-probs stand for the sampling policy's
+        needs.discard("old_logp")
+    elif needs_old_logp(cfg.algorithm):
         needs.add("old_logp")
     if c.ref_model is not None:
         needs.add("ref_logp")
@@ -183,8 +185,12 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
                 needs, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
                 [examples[i] for i in rows.tolist()], cfg.algorithm.teacher_hint))
         extras = {k: v.to(c.device) for k, v in extras.items()}
-    batch = replace(batch, old_logp=extras.pop("old_logp", None), ref_logp=extras.pop("ref_logp", None),
-                    extras=extras)
+    old = extras.pop("old_logp", None)
+    if cfg.algorithm.old_logp == "behaviour":
+        if batch.behaviour_logp is None:
+            raise ValueError("algorithm.old_logp=behaviour, but the engine returned no behaviour log-probs")
+        old = batch.behaviour_logp  # (components that read old_logp get it too: _advantages, the update)
+    batch = replace(batch, old_logp=old, ref_logp=extras.pop("ref_logp", None), extras=extras)
     batch, transform_metrics = _advantages(cfg, c, batch, ro, step, coef)
     reward_kl = transform_metrics.pop("reward_transform/kl_penalty/kl", None)  # reported as "kl"
     if cfg.algorithm.kl.placement == "reward" and "ref_logp" not in algorithm_needs(cfg, step):

@@ -1,5 +1,14 @@
-"""Asynchronous off-policy training (``rollout.max_staleness = s > 0``): a producer thread collects the
-rollouts ahead of the trainer. (With ``s = 0`` each step collects its own, in line: ``rl_step``.)
+"""Asynchronous off-policy training (``rollout.max_staleness = s > 0``) and Mu-GRPO's generation stages
+(``rollout.stages = S > 0``): a producer thread collects the rollouts ahead of the trainer. (With neither,
+each step collects its own, in line: ``rl_step``.)
+
+Stages (G7, Tian, Xie, Wei 2026, "How Off-Policy Can GRPO Be? mu-GRPO", arXiv:2605.17570; RECONSTRUCTED
+loss details, stage structure confirmed): the run's ``train.steps`` are cut into S stages of
+``L = ceil(steps / S)`` steps; every step of a stage is generated with the policy of the stage's first step
+(``v(j) = first + floor((j - first) / L) L``), so the producer generates the whole stage's rollouts at once,
+as fast as it can, into a buffer of up to L steps, while the trainer takes its L optimizer steps on
+increasingly stale data (pair it with the ``mu_grpo`` clip rule: relaxed clipping and the negative-advantage
+veto). A checkpoint also starts a new stage.
 
 Asynchronous schedule. The producer collects step ``j``'s rollouts with a snapshot of the policy of
 version ``v(j) = max(first, j - s)`` (a version is the number of RL steps the trainer has finished) in a
@@ -37,14 +46,24 @@ class AsyncRollouts:
     """The producer thread of the asynchronous schedule (module docstring)."""
 
     def __init__(self, collect: Callable[[Any, int], Any], c: Any, staleness: int, rollout_model: Any,
-                 rollout_engine: Any):
-        self.collect, self.c, self.s = collect, c, staleness
+                 rollout_engine: Any, stage_steps: int = 0):
+        self.collect, self.c, self.s, self.stage = collect, c, staleness, stage_steps
         self.model, self.engine = rollout_model, rollout_engine
         self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
 
     def _version(self, j: int) -> int:
+        """The policy version step ``j`` is generated with: ``s`` steps back, or its stage's first step."""
+        if self.stage:
+            return self.first + (j - self.first) // self.stage * self.stage
         return max(self.first, j - self.s)
+
+    def _needed(self, t: int) -> bool:
+        """Whether some step of the segment is generated with version ``t`` (its snapshot must be taken
+        before the trainer updates step ``t``)."""
+        if self.stage:
+            return (t - self.first) % self.stage == 0
+        return t == self.first or t + self.s < self.last
 
     def start(self, first: int, last: int) -> None:
         """Produce steps ``first .. last - 1`` (the segment up to the next checkpoint)."""
@@ -93,7 +112,7 @@ class AsyncRollouts:
             raise err
         assert got == step, f"rollouts of step {got} arrived for step {step}"
         with self.cond:  # the producer must copy version `step` before the trainer changes it
-            need = step == self.first or step + self.s < self.last
+            need = self._needed(step)
             self.cond.wait_for(lambda: not need or self.snapshot >= step or self.halt or self.error is not None)
             if self.error is not None:
                 raise self.error
@@ -122,7 +141,9 @@ class AsyncRollouts:
 def async_rollouts(cfg: Any, c: Any, collect: Callable[[Any, int], Any], build_engine: Callable[[Any], Any]):
     """:class:`AsyncRollouts` over a frozen copy of ``c.model`` with its own engine (``build_engine(model)``,
     in the training wrappers) when ``rollout.max_staleness > 0``; else ``None`` (rollouts in line)."""
-    if not cfg.rollout.max_staleness:
+    r = cfg.rollout
+    if not r.max_staleness and not r.stages:
         return None
+    stage = -(-max(cfg.train.steps, 1) // r.stages) if r.stages else 0  # steps per stage
     model = copy.deepcopy(c.model).eval().requires_grad_(False)
-    return AsyncRollouts(collect, c, cfg.rollout.max_staleness, model, build_engine(model))
+    return AsyncRollouts(collect, c, r.max_staleness, model, build_engine(model), stage)
