@@ -23,6 +23,7 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
                                      KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
+from rlvr.config_sections import DynamicSamplingConfig, OverlongConfig
 from rlvr.config_train import TrainConfig
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
 from rlvr.rollout.guidance import GuidanceConfig
@@ -142,31 +143,6 @@ class KLConfig(Section):
                                                           description="how the coefficient moves over the run")
 
 
-class DynamicSamplingConfig(Section):
-    """DAPO dynamic sampling: drop groups with no signal and sample more prompts until the batch is full."""
-
-    enabled: bool = Field(False, description="drop zero-variance groups and resample")
-    metric: Literal["reward", "correct"] = Field(
-        "reward", description="what must vary inside a kept group: the training reward or correctness (verl's acc)")
-    drop: Literal["constant", "all_correct"] = Field(
-        "constant", description="which groups to drop: every constant one (DAPO), or only all-correct ones "
-                               "(NGRPO's filter_groups all_correct, for advantages that learn from all-wrong groups)")
-    max_rounds: int = Field(3, gt=0, description="generation rounds per step at most (the first included)")
-    batch_prompts: int | None = Field(None, gt=0, description="prompts per extra round (default: prompts_per_step)")
-    on_shortfall: Literal["proceed", "error"] = Field(
-        "proceed", description="when rounds run out: train on the groups found, or stop (verl)")
-
-
-class OverlongConfig(Section):
-    """DAPO's treatment of completions that hit the length limit."""
-
-    filter: bool = Field(False, description="mask truncated completions out of the loss (overlong filtering)")
-    soft_penalty: bool = Field(False, description="add the soft overlong punishment to the reward")
-    buffer_frac: float = Field(0.2, gt=0.0, le=1.0, description="L_cache as a fraction of rollout.max_new_tokens "
-                                                                 "(DAPO: 4096 of 20480 = 0.2)")
-    factor: float = Field(1.0, ge=0.0, description="penalty at the limit (-factor)")
-
-
 class AlgorithmConfig(Section):
     advantage: _component(ADVANTAGES, "grpo") = Field({"name": "grpo"}, validate_default=True,
                                               description="advantage estimator")
@@ -184,6 +160,11 @@ class AlgorithmConfig(Section):
         default_factory=list, description="applied in order to the advantages (weights, per-token credit)")
     teacher_hint: str = Field(" {answer}\n", description="text appended to the prompt for teacher passes "
                                                           "({answer}: the gold answer or a rejected completion)")
+    teacher_context: Literal["answer", "cot_prefix", "cot_suffix"] = Field(
+        "answer", description="what teacher passes condition on: the answer (teacher_hint), or CEPO's CoT teacher: "
+                              "the first / last teacher_cot_tokens tokens of the group's best correct completion "
+                              "(the negative teacher: of its worst rejected one)")
+    teacher_cot_tokens: int = Field(200, gt=0, description="tokens of a completion a CoT teacher context keeps")
     kl: KLConfig = Field(default_factory=KLConfig)
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)

@@ -123,24 +123,44 @@ def rejected_answer(text: str) -> str:
 
 
 def teacher_completions(completions: Sequence[Completion], examples: Sequence[Example], rewards: torch.Tensor,
-                        tokenizer, hint: str, negative: bool) -> list[Completion]:
-    """Copies of ``completions`` whose prompts carry a hint: the gold answer, or (``negative``) the answer of
-    the lowest-reward completion of the same group when it scored below 0.5 (else the gold answer); that
-    answer is :func:`rejected_answer` of its text (the gold answer if empty).
+                        tokenizer, hint: str, negative: bool, context: str = "answer",
+                        cot_tokens: int = 200) -> list[Completion]:
+    """Copies of ``completions`` whose prompts carry a hint, after the prompt (after any chat template) and
+    before the completion, which is unchanged.
 
-    The hint tokens go after the prompt (after any chat template), before the completion, which is unchanged.
+    ``context="answer"``: the hint is ``hint`` formatted with the gold answer, or (``negative``) with the
+    answer of the lowest-reward completion of the same group when it scored below 0.5 (else the gold answer);
+    that answer is :func:`rejected_answer` of its text (the gold answer if empty).
+
+    ``context="cot_prefix"`` / ``"cot_suffix"`` (CEPO's CoT teacher, as its code builds it): the hint is the
+    first / last ``cot_tokens`` token ids of the group's best correct completion (reward >= 0.5, the highest;
+    " " + the gold answer when the group has none), or (``negative``) of its worst rejected one (reward < 0.5;
+    the positive hint when the group has none).
     """
     worst: dict[int, int] = {}
+    best: dict[int, int] = {}
     for i, comp in enumerate(completions):
-        g = comp.group
-        if float(rewards[i]) < 0.5 and (g not in worst or float(rewards[i]) < float(rewards[worst[g]])):
+        g, r = comp.group, float(rewards[i])
+        if r < 0.5 and (g not in worst or r < float(rewards[worst[g]])):
             worst[g] = i
+        if r >= 0.5 and (g not in best or r > float(rewards[best[g]])):
+            best[g] = i
+
+    def cot(j: int) -> list[int]:
+        ids = list(completions[j].completion_ids)
+        return ids[:cot_tokens] if context == "cot_prefix" else ids[max(0, len(ids) - cot_tokens):]
+
     out = []
     for i, comp in enumerate(completions):
         answer = examples[i].answer
-        if negative and comp.group in worst:
-            answer = rejected_answer(completions[worst[comp.group]].text) or answer
-        hint_ids = tokenizer.encode(hint.format(answer=answer), add_special_tokens=False)
+        if context == "answer":
+            if negative and comp.group in worst:
+                answer = rejected_answer(completions[worst[comp.group]].text) or answer
+            hint_ids = tokenizer.encode(hint.format(answer=answer), add_special_tokens=False)
+        else:
+            pos = cot(best[comp.group]) if comp.group in best else tokenizer.encode(f" {answer}",
+                                                                                     add_special_tokens=False)
+            hint_ids = cot(worst[comp.group]) if negative and comp.group in worst else pos
         out.append(replace(comp, prompt_ids=list(comp.prompt_ids) + list(hint_ids)))
     return out
 
@@ -184,7 +204,8 @@ def teacher_kl(model, batch: RolloutBatch, teacher: RolloutBatch, temperature: f
 
 
 def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, completions: Sequence[Completion],
-                   examples: Sequence[Example], hint: str) -> dict[str, torch.Tensor]:
+                   examples: Sequence[Example], hint: str, context: str = "answer",
+                   cot_tokens: int = 200) -> dict[str, torch.Tensor]:
     """The requested extras for ``batch`` (rows in the order of ``completions``), on the batch's device.
 
     This is the one producer of extra tensors in a step: the loop calls it once, with every need of the
@@ -228,12 +249,13 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         out["reference_rouge_l"] = torch.tensor([-1.0 if ex.target is None else rouge_l(comp.text, ex.target)
                                                  for comp, ex in zip(completions, examples)])
     if "teacher_kl" in needs:  # one more pass each over the prompt and the hinted prompt, full distributions
-        comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, False)
+        comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, False, context, cot_tokens)
         tb = build_batch(comps, batch.rewards.tolist(), c.tokenizer.pad_token_id).to(c.device)
         out["teacher_kl"] = teacher_kl(c.model, dev, tb, s.temperature, s.micro_batch_size, s.chunk_tokens)
     for key, negative in (("teacher_logp", False), ("neg_teacher_logp", True)):
         if key in needs:
-            comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, negative)
+            comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, negative, context,
+                                        cot_tokens)
             tb = build_batch(comps, batch.rewards.tolist(), c.tokenizer.pad_token_id).to(c.device)
             out[key] = batch_logprobs(c.model, tb, s).cpu()
     return {k: v.to(c.device) for k, v in out.items()}

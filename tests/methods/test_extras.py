@@ -179,3 +179,40 @@ def test_teacher_kl_equals_the_naive_kl_of_full_distributions(setup):
     assert float(out.max()) > 1e-3  # the hint moves the distributions: the comparison is not vacuous
     same = compute_extras(frozenset({"teacher_kl"}), c, s.batch, st, s.comps, s.examples, "")["teacher_kl"]
     assert float(same.abs().max()) < 1e-6
+
+
+def test_cot_teacher_contexts_follow_cepo_code(setup):
+    """CEPO's CoT teacher: the first (last) k tokens of the group's best correct completion, the gold answer
+    when none is correct; the negative: those of the worst rejected one, the positive when none is rejected."""
+    s = setup
+    ids = [list(c.completion_ids) for c in s.comps]
+    k = 2
+    pos = teacher_completions(s.comps, s.examples, s.rewards, s.tok, HINT, False, "cot_prefix", k)
+    neg = teacher_completions(s.comps, s.examples, s.rewards, s.tok, HINT, True, "cot_prefix", k)
+    hint = lambda out, i: out[i].prompt_ids[len(s.comps[i].prompt_ids):]  # noqa: E731
+    # group 0: rewards [1, 0, 0.2] -> best correct row 0 ("15"), worst rejected row 1 ("14x")
+    assert all(hint(pos, i) == ids[0][:k] for i in range(3)) and all(hint(neg, i) == ids[1][:k] for i in range(3))
+    # group 1: rewards [1, 0] -> best row 3, worst row 4 (the empty completion: an empty hint)
+    assert hint(pos, 3) == ids[3][:k] and hint(neg, 4) == []
+    # group 2: both correct -> no rejected one: the negative teacher is the positive one
+    assert hint(neg, 5) == hint(pos, 5) == ids[5][:k]
+    suffix = teacher_completions(s.comps, s.examples, s.rewards, s.tok, HINT, False, "cot_suffix", 2)
+    assert hint(suffix, 1) == ids[0][-2:]
+    assert all(out.completion_ids == c.completion_ids for out, c in zip(pos, s.comps))  # completions unchanged
+    nobody = torch.zeros(len(s.comps), dtype=torch.float64)  # no correct completion anywhere: the gold answer
+    gold = teacher_completions(s.comps, s.examples, nobody, s.tok, HINT, False, "cot_prefix", k)
+    assert hint(gold, 0) == s.enc(f" {s.examples[0].answer}")
+
+
+def test_cot_teacher_logp_equals_hand_computed(setup):
+    s = setup
+    c = SimpleNamespace(model=s.model, ref_model=None, tokenizer=s.tok, device=torch.device("cpu"))
+    st = SimpleNamespace(temperature=TEMP, micro_batch_size=3, chunk_tokens=2)
+    out = compute_extras(frozenset({"teacher_logp"}), c, s.batch, st, s.comps, s.examples, HINT, "cot_prefix", 3)
+    best = {0: 0, 1: 3, 2: 5}
+    for i, comp in enumerate(s.comps):
+        ctx = comp.prompt_ids + list(s.comps[best[comp.group]].completion_ids)[:3]
+        n = len(comp.completion_ids)
+        logits, tgt, _ = naive_row(s.model, ctx + comp.completion_ids, len(ctx), n)
+        want = torch.log_softmax(logits / TEMP, -1)[torch.arange(n), tgt]
+        assert torch.allclose(out["teacher_logp"][i, :n].double(), want, atol=1e-4), i

@@ -265,3 +265,10 @@ def test_rlrt_decision_recipe_trains(tmp_path):
 
     out = recipe_trains("rlrt_decision", tmp_path, ["reward", "loss"])
     assert all(0.0 <= m["advantage_transform/rlrt_decision/decision_frac"] <= 1.0 for m in out["metrics"])
+
+
+def test_cepo_cot_recipe_trains(tmp_path):
+    from tests.methods.helpers import recipe_trains
+
+    out = recipe_trains("cepo_cot", tmp_path, ["reward", "loss"])
+    assert out["cfg"].algorithm.teacher_context == "cot_prefix"

@@ -1,0 +1,39 @@
+"""Sections of the run config that name no registered component (so they need no registry to validate):
+DAPO's dynamic sampling and overlong handling."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["DynamicSamplingConfig", "OverlongConfig"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DynamicSamplingConfig(_Section):
+    """DAPO dynamic sampling: drop groups with no signal and sample more prompts until the batch is full."""
+
+    enabled: bool = Field(False, description="drop zero-variance groups and resample")
+    metric: Literal["reward", "correct"] = Field(
+        "reward", description="what must vary inside a kept group: the training reward or correctness (verl's acc)")
+    drop: Literal["constant", "all_correct"] = Field(
+        "constant", description="which groups to drop: every constant one (DAPO), or only all-correct ones "
+                               "(NGRPO's filter_groups all_correct, for advantages that learn from all-wrong groups)")
+    max_rounds: int = Field(3, gt=0, description="generation rounds per step at most (the first included)")
+    batch_prompts: int | None = Field(None, gt=0, description="prompts per extra round (default: prompts_per_step)")
+    on_shortfall: Literal["proceed", "error"] = Field(
+        "proceed", description="when rounds run out: train on the groups found, or stop (verl)")
+
+
+class OverlongConfig(_Section):
+    """DAPO's treatment of completions that hit the length limit."""
+
+    filter: bool = Field(False, description="mask truncated completions out of the loss (overlong filtering)")
+    soft_penalty: bool = Field(False, description="add the soft overlong punishment to the reward")
+    buffer_frac: float = Field(0.2, gt=0.0, le=1.0, description="L_cache as a fraction of rollout.max_new_tokens "
+                                                                 "(DAPO: 4096 of 20480 = 0.2)")
+    factor: float = Field(1.0, ge=0.0, description="penalty at the limit (-factor)")
