@@ -4,8 +4,8 @@ Samplers (``data.sampler``) and allocators (``data.budget``) are registered by n
 registers its own.
 """
 
-from rlvr.sampling import (aero, ar3po, budget, coba, dars, gaussian, paced, pairing, prompts,  # noqa: F401
-                           replay, tac)  # (registration)
+from rlvr.sampling import (aero, ar3po, budget, coba, dars, gaussian, ordered, paced, pairing,  # noqa: F401
+                           prompts, replay, tac)  # (registration)
 from rlvr.sampling.base import ALLOCATORS, SAMPLERS, AllocatorContext, Allocator, Group, SamplerContext
 from rlvr.sampling.budget import FixedBudget
 from rlvr.sampling.prompts import MixtureSampler, UniformSampler
