@@ -30,8 +30,8 @@ def _weights(run, step):
     return load_file(str(run / "checkpoints" / f"step_{step:06d}" / "model" / "model.safetensors"))
 
 
-@pytest.mark.parametrize("s", [1, 2])
-def test_each_step_trains_on_the_policy_s_steps_old_and_drains_at_checkpoints(jsonl_cfg_overrides, tmp_path, s):
+def _train_recording_versions(cfg) -> dict[int, list]:
+    """Train ``cfg``; return each step's set of completion policy versions (sorted), as the trainer saw them."""
     versions = {}
     real = loop_mod.train_step
 
@@ -41,9 +41,15 @@ def test_each_step_trains_on_the_policy_s_steps_old_and_drains_at_checkpoints(js
 
     loop_mod.train_step = spy
     try:
-        train(_cfg(jsonl_cfg_overrides, f"rollout.max_staleness={s}"))
+        train(cfg)
     finally:
         loop_mod.train_step = real
+    return versions
+
+
+@pytest.mark.parametrize("s", [1, 2])
+def test_each_step_trains_on_the_policy_s_steps_old_and_drains_at_checkpoints(jsonl_cfg_overrides, tmp_path, s):
+    versions = _train_recording_versions(_cfg(jsonl_cfg_overrides, f"rollout.max_staleness={s}"))
     # segments [0, 3) and [3, 6): version max(first, j - s)
     want = {j: [max(0 if j < 3 else 3, j - s)] for j in range(6)}
     assert versions == want
@@ -133,19 +139,9 @@ def test_a_producer_error_reaches_the_trainer_without_a_hang(jsonl_cfg_overrides
 def test_mu_grpo_stages_generate_each_stage_with_its_first_policy(jsonl_cfg_overrides, tmp_path):
     """rollout.stages = 2 over 6 steps: steps 0-2 with the policy of step 0, 3-5 with that of step 3; with
     algorithm.old_logp = behaviour the ratio measures that staleness (kl_old > 0 late in a stage only)."""
-    versions = {}
-    real = loop_mod.train_step
-
-    def spy(cfg, c, step, ro, t0):
-        versions[step] = sorted({comp.policy_version for comp in ro.completions})
-        return real(cfg, c, step, ro, t0)
-
-    loop_mod.train_step = spy
-    try:
-        train(_cfg(jsonl_cfg_overrides, "rollout.max_staleness=0", "rollout.stages=2", "train.checkpoint_every=0",
-                   "algorithm.old_logp=behaviour", "algorithm.minibatches=1", "optim.lr=0.05"))
-    finally:
-        loop_mod.train_step = real
+    versions = _train_recording_versions(_cfg(
+        jsonl_cfg_overrides, "rollout.max_staleness=0", "rollout.stages=2", "train.checkpoint_every=0",
+        "algorithm.old_logp=behaviour", "algorithm.minibatches=1", "optim.lr=0.05"))
     assert versions == {0: [0], 1: [0], 2: [0], 3: [3], 4: [3], 5: [3]}
     m = _metrics(tmp_path / "run")
     assert [x["rollout/staleness_mean"] for x in m] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
@@ -153,7 +149,7 @@ def test_mu_grpo_stages_generate_each_stage_with_its_first_policy(jsonl_cfg_over
     assert max(m[1]["kl_old"], m[2]["kl_old"], m[4]["kl_old"], m[5]["kl_old"]) > 1e-4
 
 
-def test_mu_grpo_recipe_trains_with_its_stages_and_behaviour_ratio(tmp_path):
+def test_mu_grpo_recipe_sets_stages_and_behaviour_ratio_and_trains(tmp_path):
     from tests.methods.helpers import recipe_trains
 
     out = recipe_trains("mu_grpo", tmp_path, ["reward", "loss"], overrides=["train.steps=2"])

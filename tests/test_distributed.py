@@ -88,7 +88,6 @@ def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
     summary = json.loads((two / "summary.json").read_text())
     assert summary["world_size"] == 2 and json.loads((one / "summary.json").read_text())["world_size"] == 1
-    assert not list(two.parent.glob("run*/rank*"))
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])

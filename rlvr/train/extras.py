@@ -39,6 +39,12 @@ __all__ = ["compute_extras", "token_statistics", "teacher_completions", "rejecte
 _STATS = ("entropy", "self_certainty", "chosen_logit", "hidden")
 
 
+def capped_logits(head, hidden: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """Float32 logits of ``hidden``, after the model's final-logit soft-capping when it has one (Gemma 2)."""
+    z = head(hidden).float()
+    return torch.tanh(z / softcap) * softcap if softcap else z
+
+
 @torch.no_grad()
 def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch_size: int,
                      chunk_tokens: int, wanted: Sequence[str], max_tokens: int | None = None,
@@ -71,9 +77,7 @@ def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch
         vals: dict[str, list[torch.Tensor]] = {k: [] for k in wanted if k != "hidden"}
         for s in range(0, flat_h.shape[0], chunk_tokens):
             with amp():
-                z = head(flat_h[s: s + chunk_tokens]).float()
-            if softcap:
-                z = torch.tanh(z / softcap) * softcap
+                z = capped_logits(head, flat_h[s: s + chunk_tokens], softcap)
             tgt = flat_t[s: s + chunk_tokens]
             zt = z / temperature if temperature != 1.0 else z
             if "chosen_logit" in vals:
@@ -184,10 +188,7 @@ def teacher_kl(model, batch: RolloutBatch, teacher: RolloutBatch, temperature: f
         return h[:, p - 1: p + tm - 1][mb.completion_mask.bool()]  # position j predicts completion token j
 
     def logsm(h):
-        z = head(h).float()
-        if softcap:
-            z = torch.tanh(z / softcap) * softcap
-        return torch.log_softmax(z / temperature, -1)
+        return torch.log_softmax(capped_logits(head, h, softcap) / temperature, -1)
 
     for idx in batch.micro_batch_rows(micro_batch_size):
         mb, tb = batch.select(idx).trim(), teacher.select(idx).trim()

@@ -73,6 +73,7 @@ class AsyncRollouts:
         self.halt = False
         self.error: BaseException | None = None
         self.ready: queue.Queue = queue.Queue()
+        self.side = replace(self.c, engine=self.engine)  # the components as the producer sees them
         self.thread = threading.Thread(target=self._produce, name="rlvr-rollouts", daemon=True)
         self.thread.start()
 
@@ -93,7 +94,7 @@ class AsyncRollouts:
                         self._copy_weights()
                         self.snapshot = v
                         self.cond.notify_all()
-                ro = self.collect(replace(self.c, engine=self.engine), j)
+                ro = self.collect(self.side, j)
                 for g in ro.groups:
                     for i, comp in enumerate(g.completions):
                         g.completions[i] = replace(comp, policy_version=v)
