@@ -25,13 +25,14 @@ from rlvr.config_errors import ConfigError, format_params_error, format_validati
 from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.config_sections import DynamicSamplingConfig, OverlongConfig
 from rlvr.config_train import TrainConfig
+from rlvr.core import yaml_io
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
 from rlvr.rollout.guidance import GuidanceConfig
 from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
 from rlvr.rollout.ray_engine import RayConfig
 from rlvr.rollout.vllm_config import VLLMConfig
-from rlvr.models.loading import ModelConfig
+from rlvr.models.config import ModelConfig
 from rlvr.optim import OPTIMIZERS
 from rlvr.registry import Params, Registry, RegistryError
 from rlvr.rollout.base import ENGINES
@@ -359,7 +360,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not p.is_file():
             raise ConfigError([f"config file {str(p)!r} not found"])
         try:
-            loaded = yaml.safe_load(p.read_text()) or {}
+            loaded = yaml_io.load(p.read_text()) or {}
         except yaml.YAMLError as e:
             raise ConfigError([f"{p}: invalid YAML: {e}"]) from None
         if not isinstance(loaded, dict):
@@ -375,4 +376,4 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def dump_config(cfg: RunConfig) -> str:
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    return yaml_io.dump(cfg.model_dump(mode="json"))

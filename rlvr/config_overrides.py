@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from rlvr.config_errors import ConfigError
+from rlvr.core import yaml_io
 
 __all__ = ["apply_overrides", "merge_configs"]
 
 
 def _parse_value(text: str) -> Any:
     """YAML scalar parsing, plus floats such as ``1e-4`` that YAML 1.1 reads as strings."""
-    value = yaml.safe_load(text)
+    value = yaml_io.load(text)
     if isinstance(value, str):
         try:
             return float(value)
@@ -24,7 +23,7 @@ def _parse_value(text: str) -> Any:
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping."""
-    raw = yaml.safe_load(yaml.safe_dump(raw)) or {}
+    raw = yaml_io.load(yaml_io.dump(raw)) or {}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

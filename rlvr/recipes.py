@@ -8,9 +8,8 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from rlvr.config_errors import ConfigError
+from rlvr.core import yaml_io
 
 __all__ = ["recipe_names", "load_recipe", "list_recipes"]
 
@@ -27,7 +26,7 @@ def load_recipe(name: str) -> dict[str, Any]:
     """The recipe's raw config mapping (``recipe: {name, description, citation}`` included)."""
     if name not in recipe_names():
         raise ConfigError([f"unknown recipe {name!r}; valid names: {', '.join(recipe_names())}"])
-    raw = yaml.safe_load((_dir() / f"{name}.yaml").read_text()) or {}
+    raw = yaml_io.load((_dir() / f"{name}.yaml").read_text()) or {}
     raw.setdefault("recipe", {})["name"] = name
     return raw
 

@@ -1,4 +1,5 @@
-"""Commands that need no model start fast: they never import torch, transformers or matplotlib.
+"""Commands that need no model start fast: they never import torch, transformers, numpy, scipy, sympy or
+matplotlib.
 
 Each check runs the command's entry code in a fresh interpreter (this test process has torch loaded
 already, by conftest) and then inspects that interpreter's ``sys.modules``. The import check is the
@@ -13,10 +14,11 @@ import time
 
 import pytest
 import typer.main
+import yaml
 
 from rlvr.cli import app
 
-HEAVY = ("torch", "transformers", "matplotlib")
+HEAVY = ("torch", "transformers", "matplotlib", "numpy", "scipy", "sympy")
 
 # Runs `rlvr ARGS...` for each ARGS in a JSON list, one after another in this one interpreter, and
 # writes each run's exit code, output and the heavy modules loaded so far (modules only accumulate, so
@@ -83,12 +85,23 @@ def test_the_help_list_reaches_commands_and_defab_subcommands(help_pages):
     assert {"", "train", "eval", "verify", "recipes", "config", "defab derive", "defab generate"} <= set(help_pages)
 
 
-def test_recipes_and_defab_load_no_model_library(tmp_path):
+def test_recipes_config_and_defab_load_no_model_library(tmp_path):
     (tmp_path / "tweety.dl").write_text(TWEETY)
     (tmp_path / "v.jsonl").write_text(json.dumps({"task": "math", "answer": "1/2", "completion": "\\boxed{0.5}"}) + "\n")
-    runs = [["recipes"], ["defab", "derive", "tweety.dl"], ["verify", "v.jsonl"]]
+    (tmp_path / "run.yaml").write_text("algorithm: {objective: {name: gspo}}\nmodel: {lora: {rank: 8}}\n")
+    configs = [["config", "--recipe", "dapo"], ["config", "-c", "run.yaml", "--set", "rollout.engine=vllm"],
+               ["config", "--set", "data.sampler.name=paced"], ["config", "--reference"]]
+    runs = [["recipes"], ["defab", "derive", "tweety.dl"], ["verify", "v.jsonl"], *configs]
     runs += [["defab", "generate", "--level", str(level), "-n", "2", "--out", f"g{level}.jsonl"] for level in (1, 2, 3)]
-    recipes, derive, verify, *generate = run_probe(tmp_path, runs)
+    recipes, derive, verify, dapo, from_file, paced, reference, *generate = run_probe(tmp_path, runs)
+    for run in (dapo, from_file, paced, reference):
+        assert run["code"] == 0, run["out"]
+    assert yaml.safe_load(dapo["out"])["algorithm"]["dynamic_sampling"]["enabled"] is True
+    resolved = yaml.safe_load(from_file["out"])
+    assert resolved["rollout"]["engine"] == "vllm" and resolved["model"]["lora"]["rank"] == 8
+    assert resolved["algorithm"]["objective"]["name"] == "gspo"
+    assert yaml.safe_load(paced["out"])["data"]["sampler"]["name"] == "paced"
+    assert "| `rollout.engine` |" in reference["out"]
     assert verify["code"] == 0, verify["out"]
     assert json.loads((tmp_path / "v.scores.jsonl").read_text())["reward"] == 1.0
     assert recipes["code"] == 0 and "grpo" in recipes["out"]
@@ -98,7 +111,8 @@ def test_recipes_and_defab_load_no_model_library(tmp_path):
         assert gen["code"] == 0, gen["out"]
         rows = [json.loads(line) for line in (tmp_path / f"g{level}.jsonl").read_text().splitlines()]
         assert len(rows) == 2 and all(r["level"] == level for r in rows)
-    assert [r["loaded"] for r in (recipes, derive, verify, *generate)] == [[]] * len(runs)
+    assert [r["loaded"] for r in (recipes, derive, verify, dapo, from_file, paced, reference, *generate)] == \
+        [[]] * len(runs)
 
 
 def best_of(n, cmd, cwd):
@@ -110,9 +124,11 @@ def best_of(n, cmd, cwd):
     return min(times)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["defab", "derive", "tweety.dl"]], ids=["help", "derive"])
+@pytest.mark.parametrize("args", [["--help"], ["defab", "derive", "tweety.dl"], ["config", "--recipe", "grpo"]],
+                         ids=["help", "derive", "config"])
 def test_start_up_is_fast(tmp_path, args):
-    # About 0.25 s on an idle 2-core machine, against 4.6-6 s when every command imported torch. The
+    # About 0.25 s (help, derive) and 0.4 s (config) on an idle 2-core machine, against 4.6-8 s when
+    # every command imported torch (config: every component module too). The
     # bound leaves room for a loaded CI machine (best of 3 absorbs one-off stalls) while still failing
     # if a model library creeps back into these commands' imports.
     (tmp_path / "tweety.dl").write_text(TWEETY)

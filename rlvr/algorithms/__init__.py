@@ -1,10 +1,9 @@
 """Algorithm components: pure functions over tensors, registered by name.
 
-Importing this package registers every built-in component.
+Each component's module is imported the first time its name is looked up in its registry
+(:mod:`rlvr.registry_index`); ``rlvr.registry.load_all()`` imports them all.
 """
 
-from rlvr.algorithms import advantages, aggregation, clip, corrections, kl, objectives  # noqa: F401  (registration)
-from rlvr.algorithms import group_filters, masks, shaping, transforms  # noqa: F401  (registration)
 from rlvr.algorithms.registry import (
     ADVANTAGES, AGGREGATIONS, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES,
     AdvantageInputs, CorrectionInputs, AggregationInputs, ObjectiveInputs, aggregate,

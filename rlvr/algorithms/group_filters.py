@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.registry import GROUP_FILTERS, GroupFilterInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["DynamicSamplingParams", "dynamic_sampling", "informative_groups"]

@@ -8,7 +8,7 @@ dividing by ``std + eps``).
 
 from __future__ import annotations
 
-import torch
+from rlvr.lazy import torch
 
 __all__ = ["group_mean", "group_std", "group_sizes", "group_constant", "group_sum", "leave_one_out_mean"]
 

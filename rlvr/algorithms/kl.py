@@ -17,9 +17,8 @@ Each maps ``(logp [N, T], ref_logp [N, T]) -> [N, T]``; the loop adds ``coef * k
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.registry import KL_ESTIMATORS
+from rlvr.lazy import torch
 
 __all__ = ["k1", "k2", "k3", "k3_plus"]
 

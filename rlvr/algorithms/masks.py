@@ -9,9 +9,8 @@ of their denominators.
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.registry import MASK_TRANSFORMS, MaskInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["overlong_filter"]

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import torch
-
+from rlvr.lazy import torch
 from rlvr.registry import Registry
 
 __all__ = [
@@ -193,13 +192,13 @@ class TransformInputs:
         return self.mask.sum(-1)
 
 
-TransformOutput = tuple[torch.Tensor, dict[str, float]]  # new rewards [N] or advantages [N, T]; step metrics
+TransformOutput = tuple["torch.Tensor", dict[str, float]]  # new rewards [N] or advantages [N, T]; step metrics
 
 
 # (per-token loss [N, T], per-token metrics). An objective whose loss couples rows (a softmax over a group)
 # may instead return a 0-dim loss: its micro-batch's share of the minibatch loss, normalised by the objective
 # itself with ObjectiveInputs.n_rows / n_groups; the aggregation then only weighs the KL term.
-ObjectiveOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]
+ObjectiveOutput = tuple["torch.Tensor", dict[str, "torch.Tensor"]]
 
 
 @dataclass(frozen=True)
@@ -239,7 +238,7 @@ class CorrectionInputs:
     mask: torch.Tensor  # [N, T]
 
 
-CorrectionOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]  # weights [N, T] (detached), per-token metrics
+CorrectionOutput = tuple["torch.Tensor", dict[str, "torch.Tensor"]]  # weights [N, T] (detached), per-token metrics
 
 ADVANTAGES: Registry[Callable[..., torch.Tensor]] = Registry("advantage estimator")
 OBJECTIVES: Registry[Callable[..., ObjectiveOutput]] = Registry("policy objective")

@@ -17,10 +17,10 @@ to each completion's reward when it is scored, so dynamic sampling and prompt st
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import REWARD_SHAPERS, ShapingInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["overlong_penalty", "SoftOverlongParams"]

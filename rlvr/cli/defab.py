@@ -14,12 +14,7 @@ from typing import Annotated
 
 import typer
 
-from rlvr.defab.distract import STRATEGIES
-from rlvr.defab.kb import KBError
-
-from rlvr.defab.engine import VARIANTS, derive
-from rlvr.defab.ground import MODES, GroundingError
-from rlvr.defab.parser import TheoryParseError, load_theory
+from rlvr.defab.names import DISTRACTOR_STRATEGIES as STRATEGIES, GROUNDING_MODES as MODES, LOGIC_VARIANTS as VARIANTS
 
 __all__ = ["app"]
 
@@ -37,6 +32,10 @@ def derive_cmd(theory_file: Annotated[Path, typer.Argument(help="theory in the r
                variant: Annotated[str, typer.Option(help=f"logic variant: {', '.join(VARIANTS)}")] = "standard",
                grounding: Annotated[str, typer.Option(help=f"grounding: {', '.join(MODES)}")] = "full"):
     """Print the definitely (+Δ) and defeasibly (+∂) provable literals of THEORY_FILE."""
+    from rlvr.defab.engine import derive
+    from rlvr.defab.ground import GroundingError
+    from rlvr.defab.parser import TheoryParseError, load_theory
+
     if variant not in VARIANTS:
         _fail(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
     try:
@@ -70,6 +69,7 @@ def generate_cmd(out: Annotated[Path, typer.Option("--out", help="output JSONL f
     import json
 
     from rlvr.defab.generate import GenerationError, generate
+    from rlvr.defab.kb import KBError
 
     if distractors not in STRATEGIES:
         _fail(f"unknown distractor strategy {distractors!r}; choose one of {', '.join(STRATEGIES)}")

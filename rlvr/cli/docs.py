@@ -114,7 +114,55 @@ def sync_readme(path: str = "README.md") -> bool:
     return new != text
 
 
+def registry_homes() -> dict[str, dict[str, str]]:
+    """Which rlvr module registers each component, by registry kind, after importing every rlvr module."""
+    import importlib
+    import pkgutil
+
+    import rlvr
+    from rlvr.registry import REGISTRIES, load_all
+
+    for info in pkgutil.walk_packages(rlvr.__path__, "rlvr."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
+    load_all()
+    out: dict[str, dict[str, str]] = {}
+    for kind, registry in sorted(REGISTRIES.items()):
+        homes = {name: registry.get(name).module for name in registry.names()}
+        homes = {name: module for name, module in homes.items() if module.startswith("rlvr.")}
+        if homes:
+            out[kind] = homes
+    return out
+
+
+def render_homes(homes: dict[str, dict[str, str]]) -> str:
+    """``HOMES`` as the Python source of :mod:`rlvr.registry_index` holds it."""
+    import json
+
+    lines = ["HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> module}"]
+    for kind, names in homes.items():
+        lines.append(f"    {json.dumps(kind)}: {{")
+        lines += [f"        {json.dumps(name)}: {json.dumps(module)}," for name, module in names.items()]
+        lines.append("    },")
+    return "\n".join(lines) + "\n}\n"
+
+
+def sync_registry_index() -> bool:
+    """Rewrite ``HOMES`` in rlvr/registry_index.py; True when it changed."""
+    from pathlib import Path
+
+    import rlvr.registry_index as index
+
+    p = Path(index.__file__)
+    text = p.read_text()
+    start, end = text.index("HOMES: dict"), text.index("# (generated)")
+    new = text[:start] + render_homes(registry_homes()) + text[end:]
+    p.write_text(new)
+    return new != text
+
+
 if __name__ == "__main__":
     import sys
 
-    print("updated" if sync_readme(*(sys.argv[1:] or ["README.md"])) else "up to date")
+    print("README:", "updated" if sync_readme(*(sys.argv[1:] or ["README.md"])) else "up to date")
+    print("rlvr/registry_index.py:", "updated" if sync_registry_index() else "up to date")

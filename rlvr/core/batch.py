@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Iterator, Sequence
 
-import torch
-
 from rlvr.core.types import Completion
+from rlvr.lazy import torch
 
 __all__ = ["RolloutBatch", "build_batch"]
 

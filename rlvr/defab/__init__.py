@@ -19,18 +19,23 @@ ACM TOCL 2001) computed in linear time (Maher, TPLP 2001).
 The ``defab`` task and verifier built on these live with the other tasks, in :mod:`rlvr.tasks.defab`.
 """
 
-from rlvr.defab.checks import InstanceError, LanguageBias, Strength
-from rlvr.defab.engine import Conclusions, Logic, derive
-from rlvr.defab.ground import GroundingError, GroundTheory, ground
-from rlvr.defab.parser import TheoryParseError, load_theory, parse_literal, parse_rule, parse_theory
-from rlvr.defab.generate import GenerationError, Instance, generate, load_instances
-from rlvr.defab.kb import KB, KBError, load_kb
-from rlvr.defab.render import STYLES, decode, rendering_robust_accuracy, robust_score, score_completion
-from rlvr.defab.score import Verdict, score_answer
-from rlvr.defab.syntax import Atom, Literal, Rule, RuleKind, Superiority, Theory, TheoryError
+from rlvr.lazy import lazy_exports
 
 __all__ = ["Atom", "Literal", "Rule", "RuleKind", "Superiority", "Theory", "TheoryError", "TheoryParseError",
            "parse_theory", "parse_literal", "parse_rule", "load_theory", "GroundTheory", "GroundingError",
            "ground", "Conclusions", "Logic", "derive", "InstanceError", "LanguageBias", "Strength", "Verdict",
            "score_answer", "KB", "KBError", "load_kb", "Instance", "GenerationError", "generate", "load_instances",
            "STYLES", "decode", "score_completion", "robust_score", "rendering_robust_accuracy"]
+
+# each name loads its module on first use, so rlvr.defab.names (the CLI's choices) imports alone
+__getattr__ = lazy_exports(__name__, {
+    "InstanceError": "checks", "LanguageBias": "checks", "Strength": "checks", "Conclusions": "engine",
+    "Logic": "engine", "derive": "engine", "GroundingError": "ground", "GroundTheory": "ground",
+    "ground": "ground", "TheoryParseError": "parser", "load_theory": "parser", "parse_literal": "parser",
+    "parse_rule": "parser", "parse_theory": "parser", "GenerationError": "generate", "Instance": "generate",
+    "generate": "generate", "load_instances": "generate", "KB": "kb", "KBError": "kb", "load_kb": "kb",
+    "STYLES": "render", "decode": "render", "rendering_robust_accuracy": "render", "robust_score": "render",
+    "score_completion": "render", "Verdict": "score", "score_answer": "score", "Atom": "syntax",
+    "Literal": "syntax", "Rule": "syntax", "RuleKind": "syntax", "Superiority": "syntax", "Theory": "syntax",
+    "TheoryError": "syntax",
+})

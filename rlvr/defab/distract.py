@@ -22,12 +22,13 @@ import random
 
 from rlvr.defab.checks import InstanceError
 from rlvr.defab.kb import KB
+from rlvr.defab.names import DISTRACTOR_STRATEGIES
 from rlvr.defab.score import score_answer
 from rlvr.defab.syntax import Literal, Rule, RuleKind, Theory
 
 __all__ = ["STRATEGIES", "add_distractors", "distractor_pool"]
 
-STRATEGIES = ("none", "random", "syntactic", "adversarial", "mixed")
+STRATEGIES = DISTRACTOR_STRATEGIES
 
 
 def _lit(pred: str, arg: str, negated: bool = False) -> Literal:

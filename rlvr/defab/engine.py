@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Union
 
 from rlvr.defab.ground import GroundTheory, GroundingError, gc_paused, ground
+from rlvr.defab.names import LOGIC_VARIANTS
 from rlvr.defab.syntax import Literal, RuleKind, Theory
 
 __all__ = ["Logic", "VARIANTS", "resolve_variant", "Conclusions", "derive"]
@@ -49,7 +50,7 @@ class Logic(NamedTuple):
     strict_attack: bool  # strict rules attack the complement of their head in (3)
 
 
-VARIANTS = {"standard": Logic(True, True), "defab": Logic(False, False)}
+VARIANTS = dict(zip(LOGIC_VARIANTS, (Logic(True, True), Logic(False, False))))  # standard, defab
 
 
 def resolve_variant(variant: Union[str, Logic]) -> Logic:

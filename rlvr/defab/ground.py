@@ -37,12 +37,13 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Iterable, Iterator, Optional
 
+from rlvr.defab.names import GROUNDING_MODES
 from rlvr.defab.syntax import Atom, Literal, Rule, RuleKind, Theory, TheoryError, is_variable
 
 __all__ = ["GroundingError", "GroundTheory", "ground", "ground_with_domains", "check_range_restriction", "gc_paused",
            "MODES"]
 
-MODES = ("full", "exhaustive", "relevant")
+MODES = GROUNDING_MODES
 Key = tuple  # (negated, predicate, arity)
 
 

@@ -4,32 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
 from rlvr.models.checks import ModelDirError, check_model_dir
-from rlvr.models.lora import LoRAConfig
-from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
+from rlvr.models.config import ModelConfig
+from rlvr.models.tiny import build_tiny_model, char_tokenizer
 
 __all__ = ["ModelConfig", "load_model", "load_tokenizer", "DTYPES"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class ModelConfig(BaseModel):
-    """Which policy to train."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    path: str | None = Field(None, description="local Hugging Face model directory; unset builds the tiny model")
-    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="tiny model size (no path)")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="parameter dtype")
-    chat_template: bool = Field(False, description="render prompts with the tokenizer's chat template")
-    logprob_chunk_tokens: int = Field(4096, gt=0, description="tokens per log-prob chunk (bounds [tokens, vocab] memory)")
-    lora: LoRAConfig = Field(default_factory=LoRAConfig, description="LoRA adapters for the RL phase (peft)")
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:

@@ -23,8 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-from pydantic import BaseModel, ConfigDict, Field
+from rlvr.lazy import no_grad, torch
+from rlvr.models.config import LoRAConfig
 
 __all__ = ["LoRAConfig", "apply_lora", "has_lora", "inference_state_dict", "save_adapter", "load_adapter",
            "merged_copy", "is_adapter_dir", "LoRAError"]
@@ -34,18 +34,6 @@ ADAPTER_FILE, CONFIG_FILE = "adapter_model.safetensors", "adapter_config.json"
 
 class LoRAError(ValueError):
     """A LoRA setting that cannot apply to this model."""
-
-
-class LoRAConfig(BaseModel):
-    """LoRA adapters for the RL phase (``peft``); off while ``rank`` is 0."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    rank: int = Field(0, ge=0, description="adapter rank r (0: full fine-tuning)")
-    alpha: float = Field(16.0, gt=0.0, description="scaling numerator: updates are (alpha / r) B A")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the adapter's input")
-    target_modules: list[str] | str = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        description="names (suffixes) of the linear layers to adapt, or 'all-linear'")
 
 
 def _peft_config(cfg: LoRAConfig):
@@ -96,7 +84,7 @@ def _lora_layers(model: torch.nn.Module):
     return [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
 
 
-@torch.no_grad()
+@no_grad
 def inference_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The model's weights as a plain model has them: with adapters, each adapted ``W`` merged
     (``W + scaling B A``, out of place) under its base name, the adapter tensors dropped."""

@@ -8,31 +8,18 @@ with ``save_pretrained`` and load back through the ordinary local-directory path
 from __future__ import annotations
 
 import string
-from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import (LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
+
+from rlvr.models.config import TinyModelConfig
 
 __all__ = ["TinyModelConfig", "char_tokenizer", "build_tiny_model", "SPECIAL_TOKENS"]
 
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<unk>")
 CHARSET = string.digits + string.ascii_letters + string.punctuation + " \n"
-
-
-class TinyModelConfig(BaseModel):
-    """Size of the built-in tiny model (used when ``model.path`` is not set)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    arch: Literal["qwen2", "llama"] = Field("qwen2", description="transformers architecture")
-    hidden_size: int = Field(128, gt=0, description="model width")
-    num_layers: int = Field(2, gt=0, description="number of transformer blocks")
-    num_heads: int = Field(4, gt=0, description="attention heads")
-    num_kv_heads: int = Field(2, gt=0, description="key/value heads (grouped-query attention)")
-    intermediate_size: int = Field(512, gt=0, description="MLP width")
-    max_positions: int = Field(128, gt=0, description="maximum sequence length")
 
 
 def char_tokenizer(charset: str = CHARSET) -> PreTrainedTokenizerFast:

@@ -4,8 +4,6 @@
 (momentum, Newton-Schulz steps, ...) are its params. Optimizer state is saved in checkpoints like AdamW's.
 """
 
-from rlvr.optim.registry import OPTIMIZERS, trainable  # noqa: F401
-from rlvr.optim import adamw  # noqa: F401  (registration)
-from rlvr.optim import muon, pion  # noqa: F401  (registration)
+from rlvr.optim.registry import OPTIMIZERS, trainable  # noqa: F401  (each optimizer's module loads on lookup)
 
 __all__ = ["OPTIMIZERS", "trainable"]

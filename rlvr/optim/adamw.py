@@ -8,9 +8,9 @@ ms for a 25M-parameter one).
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
+from rlvr.lazy import torch
 from rlvr.optim.registry import OPTIMIZERS, trainable
 from rlvr.registry import Params
 

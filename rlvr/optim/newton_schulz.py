@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import torch
+from rlvr.lazy import torch
 
 __all__ = ["MUON_COEFFS", "PROMOTION_COEFFS", "SUPPRESSION_COEFFS", "muon_schedule", "pion_schedule",
            "singular_value_map", "polynomial_iteration", "head_blocks", "merge_head_blocks"]
@@ -54,8 +54,10 @@ def singular_value_map(s: torch.Tensor, schedule: Sequence[Coeffs]) -> torch.Ten
 
 
 def polynomial_iteration(g: torch.Tensor, schedule: Sequence[Coeffs], eps: float = 1e-7,
-                         dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
-    """Frobenius-normalise each ``[rows, cols]`` matrix of ``g`` and apply ``schedule``; result in ``dtype``."""
+                         dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Frobenius-normalise each ``[rows, cols]`` matrix of ``g`` and apply ``schedule``; result in ``dtype``
+    (bfloat16 when None)."""
+    dtype = torch.bfloat16 if dtype is None else dtype
     if g.ndim < 2:
         raise ValueError(f"polynomial_iteration needs a matrix (or a batch of them), got shape {tuple(g.shape)}")
     x = g.to(dtype)

@@ -22,9 +22,9 @@ factor 5.0, embed/lm_head excluded. ``per_head: true`` is PerHeadPion: each atte
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field, model_validator
 
+from rlvr.lazy import torch
 from rlvr.optim.muon import MuonParams, build
 from rlvr.optim.newton_schulz import pion_schedule
 from rlvr.optim.registry import OPTIMIZERS

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import torch
-
+from rlvr.lazy import torch
 from rlvr.registry import Registry
 
 __all__ = ["OPTIMIZERS", "trainable"]

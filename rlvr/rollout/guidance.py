@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
+from rlvr.lazy import torch
 from rlvr.rollout.base import encode_prompt
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS
 

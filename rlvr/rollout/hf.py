@@ -22,17 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-import torch
-import torch.nn.functional as F
-from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
-
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
+from rlvr.lazy import F, no_grad, torch, transformers
 from rlvr.rollout.base import ENGINES, encode_prompt
 
 __all__ = ["HFEngine", "BehaviourLogprobs"]
 
 
-class BehaviourLogprobs(LogitsProcessor):
+class BehaviourLogprobs:
     """Records ``log_softmax(logits / temperature)`` of each sampled token, holding one step at a time;
     then applies temperature and top-p for sampling (``generate`` itself is given neither)."""
 
@@ -40,9 +37,9 @@ class BehaviourLogprobs(LogitsProcessor):
         self.temperature, self.width = temperature, prompt_width
         self.warpers = []
         if temperature != 1.0:
-            self.warpers.append(TemperatureLogitsWarper(temperature))
+            self.warpers.append(transformers.TemperatureLogitsWarper(temperature))
         if top_p < 1.0:
-            self.warpers.append(TopPLogitsWarper(top_p))
+            self.warpers.append(transformers.TopPLogitsWarper(top_p))
         self.taken: list[torch.Tensor] = []
         self._last: torch.Tensor | None = None
 
@@ -109,7 +106,7 @@ class HFEngine:
             self.model.train(was_training)
         return out  # type: ignore[return-value]
 
-    @torch.no_grad()
+    @no_grad
     def _generate_chunk(self, rows: list["_Row"], sampling: SamplingParams, max_new: int, stop_ids: tuple[int, ...],
                         device) -> list[Completion]:
         inputs = [r.ids + list(r.req.prefix_ids) for r in rows]
@@ -128,7 +125,8 @@ class HFEngine:
             new = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
                                       do_sample=not sampling.greedy, max_new_tokens=max_new,
                                       eos_token_id=eos, pad_token_id=self.pad_id, top_k=None,
-                                      temperature=None, top_p=None, logits_processor=LogitsProcessorList([record]),
+                                      temperature=None, top_p=None,
+                                      logits_processor=transformers.LogitsProcessorList([record]),
                                       synced_gpus=False,  # each rank generates alone (FSDP runs on full weights)
                                       )[:, width:].cpu()
             lp = record.result(new)

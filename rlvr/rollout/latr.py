@@ -58,11 +58,10 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Sequence
 
-import torch
-import torch.nn.functional as F
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
+from rlvr.lazy import F, no_grad, torch
 from rlvr.registry import Params
 from rlvr.rollout.base import encode_prompt
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
@@ -274,7 +273,7 @@ class LATREngine:
         self.step += 1
         self.inner.sync_weights()
 
-    @torch.no_grad()
+    @no_grad
     def _step_logits(self, prompts: list[list[int]], branches: list[_Branch]) -> torch.Tensor:
         """``[A, V]`` next-token logits of each branch: a full forward over prompt + tokens, left-padded,
         positions counting real tokens only (as in the trainer's batch)."""

@@ -31,14 +31,10 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-import torch
-import torch.nn.functional as F
-from transformers import TemperatureLogitsWarper, TopPLogitsWarper
-
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.lazy import F, inference_mode, torch, transformers
 from rlvr.rollout.base import ENGINES, encode_prompt
 from rlvr.rollout.hf import HFEngine
-from rlvr.rollout.native_model import Decoder, unsupported_reason
 
 __all__ = ["NativeEngine", "build_native_engine"]
 
@@ -53,9 +49,9 @@ class _Sampler:
         self.temperature = 1.0 if self.greedy else sampling.temperature
         self.warpers = []
         if not self.greedy and sampling.temperature != 1.0:
-            self.warpers.append(TemperatureLogitsWarper(sampling.temperature))
+            self.warpers.append(transformers.TemperatureLogitsWarper(sampling.temperature))
         if not self.greedy and sampling.top_p < 1.0:
-            self.warpers.append(TopPLogitsWarper(sampling.top_p))
+            self.warpers.append(transformers.TopPLogitsWarper(sampling.top_p))
 
     def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logp = F.log_softmax(logits / self.temperature if self.temperature != 1.0 else logits, dim=-1)
@@ -73,6 +69,8 @@ class NativeEngine:
     """Batched sampling with a shared-prefix prefill and a static KV cache (see the module docstring)."""
 
     def __init__(self, model, tokenizer, batch_size: int = 256, chat_template: bool = False):
+        from rlvr.rollout.native_model import Decoder, unsupported_reason  # (defines torch modules)
+
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the native engine cannot decode this model: {reason}")
@@ -120,7 +118,7 @@ class NativeEngine:
         row_group = torch.tensor([first[gi] for gi, _, _ in rows])
         return ids.to(device), mask.to(device), row_group.to(device)
 
-    @torch.inference_mode()
+    @inference_mode
     def _generate_chunk(self, rows, sampling: SamplingParams, device) -> list[Completion]:
         steps = sampling.max_new_tokens
         sample = _Sampler(sampling)
@@ -162,6 +160,8 @@ def build_native_engine(model, tokenizer, batch_size: int = 256, chat_template: 
                         strict: bool = False):
     """A :class:`NativeEngine`, or the ``hf`` engine (with a warning saying why) for a model it cannot
     decode; ``strict=True`` raises instead of falling back."""
+    from rlvr.rollout.native_model import unsupported_reason
+
     reason = unsupported_reason(model)
     if reason is None:
         return NativeEngine(model, tokenizer, batch_size=batch_size, chat_template=chat_template)

@@ -33,10 +33,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.lazy import no_grad, torch
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, base_engine
 
 __all__ = ["ParamNoiseConfig", "ParamNoiseEngine", "NoiseSchedule", "perturbed", "diversity", "certainty", "build_param_noise"]
@@ -109,7 +109,7 @@ class perturbed:
         self.model, self.sigma, self.seed = model, sigma, seed
         self.backup: list[tuple[torch.Tensor, torch.Tensor]] = []
 
-    @torch.no_grad()
+    @no_grad
     def __enter__(self):
         gens: dict[torch.device, torch.Generator] = {}
         for p in self.model.parameters():
@@ -123,7 +123,7 @@ class perturbed:
             p.add_((self.sigma * noise).to(p.dtype))
         return self
 
-    @torch.no_grad()
+    @no_grad
     def __exit__(self, *exc):
         for p, saved in self.backup:
             p.copy_(saved)

@@ -24,10 +24,10 @@ import concurrent.futures as cf
 from dataclasses import replace
 from typing import Any, Literal, Sequence
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.lazy import torch
 from rlvr.rollout.base import ENGINES
 
 __all__ = ["RayConfig", "RayEngine", "RayPool", "require_ray", "SEED_STRIDE"]

@@ -63,14 +63,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import torch
-import torch.nn.functional as F
 from pydantic import Field, model_validator
-from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
-from rlvr.models.logprobs import completion_logprobs
+from rlvr.lazy import F, no_grad, torch, transformers
 from rlvr.registry import Params
 from rlvr.rollout.base import encode_prompt
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
@@ -113,9 +110,9 @@ def sampling_probs(logits: torch.Tensor, sampling: SamplingParams) -> torch.Tens
         return F.one_hot(logits.argmax(-1), logits.shape[-1]).float()
     scores = logits.float()
     if sampling.temperature != 1.0:
-        scores = TemperatureLogitsWarper(sampling.temperature)(None, scores)
+        scores = transformers.TemperatureLogitsWarper(sampling.temperature)(None, scores)
     if sampling.top_p < 1.0:
-        scores = TopPLogitsWarper(sampling.top_p)(None, scores)
+        scores = transformers.TopPLogitsWarper(sampling.top_p)(None, scores)
     return F.softmax(scores, dim=-1)
 
 
@@ -127,7 +124,7 @@ class _Draft:
     probs: torch.Tensor | None = None  # [L, V] exact mode: the distribution each token was drawn from
 
 
-@torch.no_grad()
+@no_grad
 def _score(model, completions: list[Completion], pad_id: int, sampling: SamplingParams, full: bool,
            rows: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``logp [N, T]`` (log_softmax(logits / T) of each token, the trainer's convention) and, with ``full``,
@@ -153,6 +150,8 @@ def _score_rows(model, completions: list[Completion], pad_id: int, sampling: Sam
     batch = build_batch(completions, [0.0] * len(completions), pad_id).to(device)
     temp = 1.0 if sampling.greedy else sampling.temperature
     if not full:
+        from rlvr.models.logprobs import completion_logprobs  # (defines a torch module)
+
         return (completion_logprobs(model, batch, temp)[0].cpu(),)
     trunk, head = getattr(model, model.base_model_prefix), model.get_output_embeddings()
     out = trunk(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,

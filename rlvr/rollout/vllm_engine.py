@@ -35,9 +35,8 @@ import socket
 import tempfile
 from typing import Sequence
 
-import torch
-
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
+from rlvr.lazy import torch
 from rlvr.models.lora import inference_state_dict
 from rlvr.rollout.base import ENGINES, encode_prompt
 from rlvr.rollout.hf import _cut_at_stop_string

@@ -1,15 +1,11 @@
 """Which prompts go into a step, how many completions each gets, and per-prompt statistics.
 
-Samplers (``data.sampler``) and allocators (``data.budget``) are registered by name; each module below
-registers its own.
+Samplers (``data.sampler``) and allocators (``data.budget``) are registered by name; each module
+registers its own and is imported when its name is first looked up.
 """
 
-from rlvr.sampling import (aero, ar3po, budget, coba, dars, gaussian, ordered, paced, pairing,  # noqa: F401
-                           prompts, replay, tac)  # (registration)
+from rlvr.lazy import lazy_exports
 from rlvr.sampling.base import ALLOCATORS, SAMPLERS, AllocatorContext, Allocator, Group, SamplerContext
-from rlvr.sampling.budget import FixedBudget
-from rlvr.sampling.prompts import MixtureSampler, UniformSampler
-from rlvr.sampling.stats import PromptStats
 
 __all__ = ["ALLOCATORS", "SAMPLERS", "Allocator", "AllocatorContext", "FixedBudget", "Group", "MixtureSampler",
            "PromptStats", "SamplerContext", "UniformSampler", "build_allocator", "build_data", "build_sampler"]
@@ -24,8 +20,14 @@ def build_allocator(component, ctx: AllocatorContext):
     return ALLOCATORS.get(component.name).fn(ctx, component.params)
 
 
+__getattr__ = lazy_exports(__name__, {"FixedBudget": "budget", "MixtureSampler": "prompts",
+                                      "UniformSampler": "prompts", "PromptStats": "stats"})
+
+
 def build_data(cfg, task):
     """``(sampler, allocator, stats)`` for a run: ``cfg.data`` over the task's train split."""
+    from rlvr.sampling.stats import PromptStats
+
     d, r = cfg.data, cfg.rollout
     stats = PromptStats(decay=d.stats_decay)
     weights = getattr(task, "domain_weights", None)

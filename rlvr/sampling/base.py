@@ -22,9 +22,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from rlvr.core.types import Completion, Example, GenerationRequest, Score
+from rlvr.lazy import np
 from rlvr.registry import Registry
 
 __all__ = ["SAMPLERS", "ALLOCATORS", "Group", "SamplerContext", "AllocatorContext", "Allocator", "ExampleRows",

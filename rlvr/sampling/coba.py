@@ -26,10 +26,10 @@ import heapq
 import math
 from typing import Any, Literal, Sequence
 
-import numpy as np
 from pydantic import Field
 
 from rlvr.core.types import Example, GenerationRequest
+from rlvr.lazy import np
 from rlvr.registry import Params
 from rlvr.sampling.base import ALLOCATORS, Allocator, AllocatorContext, Group
 

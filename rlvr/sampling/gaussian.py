@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
 from pydantic import Field
 
 from rlvr.core.types import Example
+from rlvr.lazy import np
 from rlvr.registry import Params
 from rlvr.sampling.base import SAMPLERS, ExampleRows, Group, SamplerContext, gumbel_top_k, rng_for
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
-import numpy as np
 from rlvr.core.types import Example
+from rlvr.lazy import np
 from rlvr.registry import Params
 from rlvr.sampling.base import SAMPLERS, Group, SamplerContext, rng_for
 

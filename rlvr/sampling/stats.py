@@ -26,13 +26,13 @@ import base64
 import zlib
 from typing import Any, Sequence
 
-import numpy as np
+from rlvr.lazy import np
 
 __all__ = ["PromptStats"]
 
-_COLUMNS = {"rollouts": np.int64, "visits": np.int64, "last_step": np.int64, "domain": np.int32,
-            "correct": np.float64, "reward_sum": np.float64, "reward_sq": np.float64,
-            "ema_pass": np.float64, "ema_var": np.float64, "last_pass": np.float64}
+_COLUMNS = {"rollouts": "int64", "visits": "int64", "last_step": "int64", "domain": "int32",
+            "correct": "float64", "reward_sum": "float64", "reward_sq": "float64",
+            "ema_pass": "float64", "ema_var": "float64", "last_pass": "float64"}
 _DOMAIN_KEYS = ("rollouts", "correct", "groups", "ema_pass")
 
 
@@ -82,7 +82,7 @@ class PromptStats:
                 self._index.update(zip(fresh, range(start, start + len(fresh))))
                 self._ids.extend(fresh)
         get = self._index.get
-        return np.fromiter((get(i, -1) for i in example_ids), dtype=np.int64, count=len(example_ids))
+        return np.fromiter((get(i, -1) for i in example_ids), dtype="int64", count=len(example_ids))
 
     def column(self, name: str) -> np.ndarray:
         """A read-only view of one column over the existing rows (see the module docstring for names)."""
@@ -100,7 +100,7 @@ class PromptStats:
         if not len(example_ids) == len(correct) == len(rewards):
             raise ValueError("example_ids, correct and rewards must have one entry per completion")
         order: dict[str, int] = {}
-        slot = np.fromiter((order.setdefault(i, len(order)) for i in example_ids), dtype=np.int64,
+        slot = np.fromiter((order.setdefault(i, len(order)) for i in example_ids), dtype="int64",
                            count=len(example_ids))
         m = len(order)
         c = np.asarray(correct, dtype=np.float64)

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from rlvr.config import load_config
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.optim import OPTIMIZERS
-from rlvr.optim.muon import SpectralAdamW
+from rlvr.optim.spectral import SpectralAdamW
 from rlvr.optim.newton_schulz import (head_blocks, merge_head_blocks, muon_schedule, pion_schedule,
                                       polynomial_iteration, singular_value_map)
 from rlvr.train.checkpoint import load_checkpoint, save_checkpoint

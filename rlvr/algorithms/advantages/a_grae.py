@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.advantages.grpo import GRPOAdvantageParams, grpo_advantage
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
 from rlvr.algorithms.transforms.difficulty import group_ids, success_rate
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["AGRAEParams", "a_grae_advantage"]

@@ -15,11 +15,10 @@ rescaled here.
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.advantages.grpo import GRPOAdvantageParams, grpo_advantage
 from rlvr.algorithms.grouping import group_constant, group_sizes
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 
 __all__ = ["aero_advantage"]
 

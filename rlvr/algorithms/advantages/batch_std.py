@@ -18,11 +18,11 @@ be plain REINFORCE r / std_batch, and an all-equal batch would give r / eps.
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_constant, group_mean
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["BatchStdAdvantageParams", "batch_std_advantage"]

@@ -15,11 +15,11 @@ group of one) gets exactly 0. The question weighting half of DGPO is the advanta
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_constant, group_mean, group_sizes, group_sum
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["DGPOParams", "dgpo_advantage"]

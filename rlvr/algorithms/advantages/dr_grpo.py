@@ -16,10 +16,9 @@ discuss it, and keeping ``grpo``'s convention makes ``dr_grpo == grpo(std=none)`
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.grouping import group_constant, group_mean, group_sizes
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["DrGRPOAdvantageParams", "dr_grpo_advantage", "centred_rewards"]

@@ -11,10 +11,10 @@ and for ablations.
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["FixedBaselineParams", "fixed_baseline_advantage"]

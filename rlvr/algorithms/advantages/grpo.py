@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_constant, group_mean, group_sizes, group_std
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["GRPOAdvantageParams", "grpo_advantage"]

@@ -15,12 +15,12 @@ the advantage: the reward transform ``rouge_l_bonus`` (recipe ``lampo_rouge``). 
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.advantages.rloo import rloo_check
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
 from rlvr.algorithms.transforms.difficulty import seq_mean_logp
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["LamPOParams", "lampo_advantage"]

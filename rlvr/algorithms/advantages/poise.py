@@ -35,11 +35,11 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-import torch
 from pydantic import Field, model_validator
 
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
 from rlvr.core.state import DictState
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["POISEParams", "poise_advantage", "probe_features", "cross_baseline", "new_probe"]

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.advantages.dr_grpo import centred_rewards
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["ReinforcePPAdvantageParams", "reinforce_pp_advantage"]

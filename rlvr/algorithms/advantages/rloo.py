@@ -19,10 +19,9 @@ baseline-free REINFORCE rows into an RLOO batch; we do not. The config check rej
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.grouping import group_constant, leave_one_out_mean
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["RLOOAdvantageParams", "rloo_advantage", "rloo_check"]

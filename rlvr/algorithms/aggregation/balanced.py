@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import AGGREGATIONS, AggregationInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["BalancedParams", "balanced"]

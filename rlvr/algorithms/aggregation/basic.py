@@ -22,10 +22,10 @@ run's ``rollout.max_new_tokens``, the paper's generation budget), never the padd
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import AGGREGATIONS, AggregationInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm",

@@ -29,10 +29,10 @@ Deviations, said plainly:
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import AGGREGATIONS, AggregationInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["DeltaLParams", "delta_l", "delta_l_weights"]

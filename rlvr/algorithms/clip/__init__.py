@@ -4,6 +4,3 @@ An objective that clips a ratio (``ppo_clip``, ``gspo``, ``gspo_token``, ...) as
 its bounds through :meth:`ObjectiveInputs.ratio_bounds`, so a rule composes with every such objective.
 ``ratio`` (the default) keeps the objective's own ``clip_low`` / ``clip_high``.
 """
-
-from rlvr.algorithms.clip import kl3, ratio  # noqa: F401  (registration)
-from rlvr.algorithms.clip import mu_grpo  # noqa: F401  (registration)

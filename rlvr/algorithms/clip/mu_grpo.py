@@ -14,11 +14,11 @@ Responses with A >= 0 are never vetoed. Vetoed tokens keep their place in the ag
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.clip.ratio import requires_clipping_objective
 from rlvr.algorithms.registry import CLIP_RULES, ClipBounds, ClipInputs
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["MuGRPOParams", "mu_grpo_clip", "veto_mask"]

@@ -26,10 +26,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import CORRECTIONS, CorrectionInputs, CorrectionOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["MISParams", "mis"]

@@ -3,9 +3,8 @@ reported as the ``logp_mismatch`` metric."""
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.registry import CORRECTIONS, CorrectionInputs, CorrectionOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 

@@ -7,10 +7,9 @@ values (which may be anything, even inf) reach a result.
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.objectives.gspo import masked_seq_mean
 from rlvr.algorithms.registry import AggregationInputs, ObjectiveInputs
+from rlvr.lazy import torch
 
 __all__ = ["masked_seq_mean", "masked_seq_sum", "groups", "group_total", "group_log_softmax", "binary_labels",
            "whole_minibatch", "row_count", "group_count", "require"]

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.objectives.common import masked_seq_mean, require
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["DHPOParams", "dhpo"]

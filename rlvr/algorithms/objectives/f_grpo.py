@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.objectives.common import group_count, groups, masked_seq_mean, masked_seq_sum, require
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["FGRPOParams", "f_grpo", "CONJUGATES"]

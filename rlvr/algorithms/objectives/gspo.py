@@ -24,10 +24,10 @@ sequence's value broadcast): ``clip_frac`` (sequences whose gradient the clip re
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["GSPOParams", "gspo", "masked_seq_mean"]

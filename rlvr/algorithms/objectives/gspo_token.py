@@ -19,10 +19,9 @@ Metrics: ``clip_frac`` (tokens whose gradient the clip removed), ``ratio`` (s_i 
 
 from __future__ import annotations
 
-import torch
-
 from rlvr.algorithms.objectives.gspo import GSPOParams, masked_seq_mean
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 
 __all__ = ["gspo_token"]
 

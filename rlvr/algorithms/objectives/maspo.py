@@ -17,10 +17,10 @@ Metrics: ``gate`` (g where it applies, else 1), ``gated_frac``, ``ratio``.
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["MASPOParams", "maspo"]

@@ -18,12 +18,12 @@ Metrics: those of ``ppo_clip``, ``hinge_frac`` (tokens over the hinge), ``master
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.objectives.common import require
 from rlvr.algorithms.objectives.ppo_clip import PPOClipParams, ppo_clip
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 
 __all__ = ["MCPOParams", "mcpo", "mastered_rows"]
 

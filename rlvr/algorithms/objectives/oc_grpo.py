@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.objectives.ppo_clip import PPOClipParams, ppo_clip
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["OCGRPOParams", "oc_grpo", "off_context_denominator"]

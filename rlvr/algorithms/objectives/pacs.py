@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
-import torch.nn.functional as F
 from pydantic import Field
 
 from rlvr.algorithms.objectives.common import (binary_labels, group_total, masked_seq_mean, masked_seq_sum,
                                                require, row_count)
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import F, torch
 from rlvr.registry import Params
 
 __all__ = ["PACSParams", "pacs", "balanced_weights"]

@@ -15,10 +15,10 @@ whose gradient the clip removed), ``ratio``, ``dual_clip_frac``.
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field, model_validator
 
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["PPOClipParams", "ppo_clip"]

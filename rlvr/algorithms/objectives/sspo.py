@@ -22,11 +22,11 @@ Metrics: ``clip_frac``, ``ratio`` (s_{i,t}), ``clip_scale`` (g), ``segments`` (s
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field, model_validator
 
 from rlvr.algorithms.objectives.common import require
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["SSPOParams", "sspo", "segment_ids"]

@@ -18,12 +18,12 @@ Returns the micro-batch's 0-dim share of the minibatch loss. Metrics: ``target``
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_mean, group_std
 from rlvr.algorithms.objectives.common import group_count, group_log_softmax, masked_seq_sum, require
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["TPOParams", "tpo", "tpo_target"]

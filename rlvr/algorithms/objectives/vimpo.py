@@ -24,12 +24,12 @@ Metrics: ``value_loss`` (L_V of the row), ``implied_v0`` (u), ``clip_frac``, ``r
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.objectives.common import group_total, masked_seq_sum
 from rlvr.algorithms.objectives.ppo_clip import PPOClipParams, ppo_clip
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["VIMPOObjectiveParams", "vimpo_objective", "value_residual"]

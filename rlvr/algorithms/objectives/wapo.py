@@ -19,12 +19,12 @@ Metrics: ``kept`` (tokens of winners), ``clip_frac`` (kept tokens above the cap)
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_sizes
 from rlvr.algorithms.objectives.common import masked_seq_mean, masked_seq_sum, require, whole_minibatch
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["WAPOParams", "wapo"]

@@ -9,7 +9,3 @@
   per-token weight on the advantage equals the same weight on the clipped per-token loss, so token weights
   live here too.
 """
-
-from rlvr.algorithms.transforms import cepo, grpo_sg, rlrt, ucas  # noqa: F401,E402  (registration)
-from rlvr.algorithms.transforms import cde, dqw, fgrpo, focal, ha_dw, lens  # noqa: F401,E402  (registration)
-from rlvr.algorithms.transforms import kl_penalty, mcpo_weight, noise, pair_weight, rouge_bonus  # noqa: F401,E402

@@ -16,11 +16,11 @@ critic). It needs a PPO value model, which rlvr's critic-free estimators do not 
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.algorithms.transforms.difficulty import seq_mean_logp
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["CDEParams", "cde_transform"]

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["TeacherCreditParams", "cepo", "rlsd", "teacher_weight", "lambda_at"]

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import torch
-
 from rlvr.algorithms.grouping import group_mean
+from rlvr.lazy import torch
 
 __all__ = ["success", "success_rate", "seq_mean_logp", "group_ids"]
 

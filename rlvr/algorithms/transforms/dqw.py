@@ -18,12 +18,12 @@ one minibatch under ``token_mean`` aggregation (with several minibatches it is t
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.algorithms.transforms.difficulty import group_ids
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["DQWParams", "dqw_transform", "dqw_weights"]

@@ -15,11 +15,11 @@ transform's state, saved in checkpoints. A configured component missing from the
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.core.state import DictState
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["FGRPOParams", "fgrpo_transform", "dual_ascent"]

@@ -16,10 +16,10 @@ so the mean weight over the step's tokens is 1 and the overall step size is kept
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["GRPOSGParams", "grpo_sg", "sharpness_weights", "logit_grad_norm"]

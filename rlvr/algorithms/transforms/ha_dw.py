@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import math
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.algorithms.transforms.difficulty import success, success_rate
 from rlvr.core.state import DictState
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["HADWParams", "ha_dw_transform", "update_anchor", "new_state"]

@@ -18,11 +18,11 @@ binary rewards. ``max_penalty`` keeps the reward finite as c -> 1 (not in the pa
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.algorithms.transforms.difficulty import seq_mean_logp, success
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["LENSParams", "lens_transform", "lens_penalty"]

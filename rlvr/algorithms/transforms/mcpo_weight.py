@@ -13,11 +13,11 @@ transform.
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.algorithms.transforms.difficulty import success_rate
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["MCPOWeightParams", "mcpo_weight_transform", "mcpo_weight"]

@@ -29,10 +29,10 @@ from __future__ import annotations
 import warnings
 from typing import Annotated, Literal
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["NoiseParams", "noise_backward", "noise_forward", "noise_check", "cancellation", "FN_RATE", "APPEAL"]

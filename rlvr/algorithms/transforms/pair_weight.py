@@ -19,11 +19,11 @@ is the prompt sampler's job; this transform only weighs the groups it is given.
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.algorithms.transforms.difficulty import group_ids, success_rate
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["PairWeightParams", "pair_weight_transform", "pair_weights"]

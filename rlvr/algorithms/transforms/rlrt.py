@@ -20,10 +20,10 @@ answer + completion) and the old log-probs; ``rlrt_decision`` two more forwards 
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["RLRTParams", "RLRTDecisionParams", "rlrt", "rlrt_decision"]

@@ -14,10 +14,10 @@ rouge_score's (stemmed, its tokenizer: ``rlvr.verifiers.textmetrics.rouge_l``), 
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["RougeBonusParams", "rouge_l_bonus"]

@@ -21,11 +21,11 @@ defaults. ``scale_certainty: false`` centres C without dividing by its std (thei
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from rlvr.algorithms.grouping import group_mean, group_sizes, group_std
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
 from rlvr.registry import Params
 
 __all__ = ["UCASParams", "ucas", "certainty_zscore", "minmax_logits"]

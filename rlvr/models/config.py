@@ -1,0 +1,47 @@
+"""The model section of the config (``model``, ``model.tiny``, ``model.lora``): plain settings, so a
+config validates without importing torch or transformers."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ModelConfig", "TinyModelConfig", "LoRAConfig"]
+
+
+class TinyModelConfig(BaseModel):
+    """Size of the built-in tiny model (used when ``model.path`` is not set)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    arch: Literal["qwen2", "llama"] = Field("qwen2", description="transformers architecture")
+    hidden_size: int = Field(128, gt=0, description="model width")
+    num_layers: int = Field(2, gt=0, description="number of transformer blocks")
+    num_heads: int = Field(4, gt=0, description="attention heads")
+    num_kv_heads: int = Field(2, gt=0, description="key/value heads (grouped-query attention)")
+    intermediate_size: int = Field(512, gt=0, description="MLP width")
+    max_positions: int = Field(128, gt=0, description="maximum sequence length")
+
+
+class LoRAConfig(BaseModel):
+    """LoRA adapters for the RL phase (``peft``); off while ``rank`` is 0."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rank: int = Field(0, ge=0, description="adapter rank r (0: full fine-tuning)")
+    alpha: float = Field(16.0, gt=0.0, description="scaling numerator: updates are (alpha / r) B A")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the adapter's input")
+    target_modules: list[str] | str = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="names (suffixes) of the linear layers to adapt, or 'all-linear'")
+
+
+class ModelConfig(BaseModel):
+    """Which policy to train."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str | None = Field(None, description="local Hugging Face model directory; unset builds the tiny model")
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="tiny model size (no path)")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="parameter dtype")
+    chat_template: bool = Field(False, description="render prompts with the tokenizer's chat template")
+    logprob_chunk_tokens: int = Field(4096, gt=0, description="tokens per log-prob chunk (bounds [tokens, vocab] memory)")
+    lora: LoRAConfig = Field(default_factory=LoRAConfig, description="LoRA adapters for the RL phase (peft)")
