@@ -20,7 +20,7 @@ from rlvr.algorithms.kl_schedules import KL_SCHEDULES
 import rlvr.rollout  # noqa: F401
 import rlvr.tasks  # noqa: F401
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGATIONS, CLIP_RULES, CORRECTIONS,
-                                     KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
+                                     KL_ESTIMATORS, LOSS_TERMS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.config_sections import DynamicSamplingConfig, OverlongConfig
@@ -159,6 +159,9 @@ class AlgorithmConfig(Section):
         default_factory=list, description="applied in order to the scored rewards, before the advantage")
     advantage_transforms: list[_component(ADVANTAGE_TRANSFORMS, None)] = Field(
         default_factory=list, description="applied in order to the advantages (weights, per-token credit)")
+    loss_terms: list[_component(LOSS_TERMS, None)] = Field(
+        default_factory=list, description="training signals added to the objective's loss, each with its own "
+                                          "weight and schedule (SFT on selected completions, self-distillation)")
     teacher_hint: str = Field(" {answer}\n", description="text appended to the prompt for teacher passes "
                                                           "({answer}: the gold answer or a rejected completion)")
     teacher_context: Literal["answer", "cot_prefix", "cot_suffix"] = Field(
@@ -298,6 +301,7 @@ COMPONENT_FIELDS = [("algorithm.advantage", ADVANTAGES), ("algorithm.objective",
                     ("algorithm.aggregation", AGGREGATIONS), ("algorithm.correction", CORRECTIONS),
                     ("algorithm.clip", CLIP_RULES), ("algorithm.reward_transforms", REWARD_TRANSFORMS),
                     ("algorithm.advantage_transforms", ADVANTAGE_TRANSFORMS),
+                    ("algorithm.loss_terms", LOSS_TERMS),
                     ("algorithm.kl.schedule", KL_SCHEDULES), ("optim.optimizer", OPTIMIZERS),
                     ("data.sampler", SAMPLERS), ("data.budget", ALLOCATORS),
                     ("rollout.strategy", ROLLOUT_STRATEGIES), ("task", TASKS)]

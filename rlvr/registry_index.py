@@ -77,6 +77,10 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "seq_mean_token_sum_norm": "rlvr.algorithms.aggregation.basic",
         "token_mean": "rlvr.algorithms.aggregation.basic",
     },
+    "loss term": {
+        "self_distill": "rlvr.algorithms.loss_terms.self_distill",
+        "sft": "rlvr.algorithms.loss_terms.sft",
+    },
     "mask transform": {
         "overlong_filter": "rlvr.algorithms.masks",
     },

@@ -248,6 +248,8 @@ CORRECTIONS: Registry[Callable[..., CorrectionOutput]] = Registry("importance-sa
 REWARD_TRANSFORMS: Registry[Callable[..., TransformOutput]] = Registry("reward transform")
 ADVANTAGE_TRANSFORMS: Registry[Callable[..., TransformOutput]] = Registry("advantage transform")
 CLIP_RULES: Registry[Callable[..., ClipBounds]] = Registry("clip rule")
+# training signals beside the policy gradient (rlvr.algorithms.loss_terms): ObjectiveInputs -> per-token loss
+LOSS_TERMS: Registry[Callable[..., ObjectiveOutput]] = Registry("loss term")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_ESTIMATORS, OBJECTIVES,
+from rlvr.algorithms.loss_terms.base import term_weight
+from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_ESTIMATORS, LOSS_TERMS, OBJECTIVES,
                                      AggregationInputs, CorrectionInputs, ObjectiveInputs, aggregate, call,
                                      objective_loss_shape, row_coefficients)
 from rlvr.config import AlgorithmConfig
@@ -138,6 +139,7 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
         meter.tokens("kl", kl, mask)
         if s.kl_coef > 0:
             loss_tok = loss_tok + s.kl_coef * kl
+    loss_tok = loss_tok + _loss_terms(inputs, alg, s.step, meter)
     loss = aggregate(micro.loss_coef, loss_tok, mask) + (loss if loss is not None else 0.0)
     meter.tokens("entropy", entropy, mask)
     if micro.old_logp is not None:  # how far this step's updates moved the policy (a metric, no gradient)
@@ -147,6 +149,26 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
     if micro.behaviour_logp is not None:  # engine vs trainer log-prob mismatch, reported always
         meter.tokens("logp_mismatch", (logp.detach() - micro.behaviour_logp).abs(), mask)
     return loss
+
+
+def _loss_terms(inputs: ObjectiveInputs, alg: AlgorithmConfig, step: int, meter: _Meter):
+    """``sum_k weight_k(step) * term_k`` ([N, T], or 0 without terms), each term's value as a metric."""
+    total = 0.0
+    names = [comp.name for comp in alg.loss_terms]
+    for i, comp in enumerate(alg.loss_terms):
+        weight = term_weight(comp.params, step)
+        if weight == 0.0:
+            continue
+        tok, metrics = LOSS_TERMS.get(comp.name).fn(inputs, comp.params)
+        if tok.shape != inputs.mask.shape:
+            raise ValueError(f"loss term {comp.name!r} returned shape {tuple(tok.shape)}, not {tuple(inputs.mask.shape)}")
+        label = comp.name if names.count(comp.name) == 1 else f"{comp.name}.{i}"
+        meter.tokens(f"loss_term/{label}", tok, inputs.mask)
+        meter.scalars[f"loss_term/{label}_weight"].append(weight)
+        for name, v in metrics.items():
+            meter.tokens(f"loss_term/{label}/{name}", v, inputs.mask)
+        total = total + weight * tok
+    return total
 
 
 def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSettings,

@@ -1,0 +1,39 @@
+"""The weight and schedule every loss term has (:class:`LossTermParams`)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from rlvr.registry import Params
+
+__all__ = ["LossTermParams", "term_weight", "term_active"]
+
+
+class LossTermParams(Params):
+    """``weight`` from ``start_step``; with ``anneal_steps``, linear from ``weight`` to ``final`` over that
+    many steps, then ``final``. Before ``start_step`` the weight is 0."""
+
+    weight: float = Field(1.0, ge=0.0, description="coefficient of the term in the loss")
+    final: float | None = Field(None, ge=0.0, description="weight at the end of the anneal (null: weight)")
+    anneal_steps: int | None = Field(None, gt=0, description="RL steps from start_step to final (null: constant)")
+    start_step: int = Field(0, ge=0, description="first RL step with the term on")
+
+    @model_validator(mode="after")
+    def _anneal(self) -> "LossTermParams":
+        if self.final is not None and self.anneal_steps is None:
+            raise ValueError("final needs anneal_steps (the steps over which the weight moves to it)")
+        return self
+
+
+def term_weight(p: LossTermParams, step: int) -> float:
+    """The term's coefficient at RL step ``step`` (from 0)."""
+    if step < p.start_step:
+        return 0.0
+    if p.anneal_steps is None or p.final is None:
+        return p.weight
+    u = min((step - p.start_step) / p.anneal_steps, 1.0)
+    return p.weight + (p.final - p.weight) * u
+
+
+def term_active(p: LossTermParams, step: int) -> bool:
+    return term_weight(p, step) > 0.0
