@@ -200,6 +200,10 @@ class SFTConfig(Section):
     batch_size: int = Field(64, gt=0, description="examples per SFT step")
     lr: float = Field(3e-3, gt=0.0, description="SFT peak learning rate (cosine decay)")
     warmup_steps: int = Field(20, ge=0, description="SFT linear warm-up steps")
+    interleave_every: int = Field(0, ge=0, description="interleaved SFT: after every N-th RL step, interleave_steps "
+                                                       "SFT steps on the reference completions (0: off)")
+    interleave_steps: int = Field(10, gt=0, description="SFT steps per interleaved phase")
+    interleave_lr: float | None = Field(None, gt=0.0, description="interleaved phases' constant lr (null: sft.lr)")
 
 
 class EvalConfig(Section):
@@ -281,6 +285,9 @@ class RunConfig(Section):
             problems.append(f"objective {self.algorithm.objective.name!r} reduces its own loss over the group, so "
                             f"the per-token correction {self.algorithm.correction.name!r} cannot apply; use "
                             f"algorithm.correction: none")
+        if self.sft.interleave_every and (self.rollout.max_staleness or self.rollout.stages):
+            problems.append("sft.interleave_every changes the policy between RL steps, which asynchronous rollouts "
+                            "(rollout.max_staleness, rollout.stages) do not track; set one")
         if self.rollout.max_staleness and self.rollout.stages:
             problems.append("rollout.max_staleness and rollout.stages are two schedules of stale rollouts; set one")
         if (self.rollout.max_staleness or self.rollout.stages) and self.rollout.engine == "vllm":

@@ -238,6 +238,8 @@ def check_world(cfg: Any, world: World) -> None:
     if cfg.rollout.max_staleness or cfg.rollout.stages:
         problems.append("rollout.max_staleness / rollout.stages (asynchronous rollouts) are not supported under "
                         "torchrun yet")
+    if cfg.sft.interleave_every:
+        problems.append("sft.interleave_every (interleaved SFT phases) is not supported under torchrun yet")
     if world.sharded and cfg.model.lora.rank:
         problems.append("train.distributed.strategy=fsdp with model.lora is not supported yet; use ddp (adapters "
                         "are small enough to replicate)")

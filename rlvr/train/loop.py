@@ -54,6 +54,7 @@ class Components:
     world: World = field(default_factory=World)  # the data-parallel group (rlvr.train.distributed)
     update_module: Any = None  # what the update's forward runs through (DDP over the log-probs); None: model
     rollouts: Any = None  # an asynchronous rollout producer (rlvr.train.pipeline); None: rollouts in line
+    after_update: Any = None  # step -> metrics, run after each update (interleaved SFT, rlvr.train.interleave)
 
     def __post_init__(self):
         if self.scorer is None:
@@ -202,6 +203,8 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
     upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen, c.world,
                         c.update_module) if batch.completion_mask.any() else {}
+    if c.after_update is not None:  # before the engine takes the new weights
+        upd = {**upd, **c.after_update(step)}
     c.engine.sync_weights()
     t2 = time.perf_counter()
     n_tok = float(batch.lengths.sum())

@@ -31,6 +31,7 @@ from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.distributed import World
+from rlvr.train.interleave import interleaved_sft
 from rlvr.train.kl_control import KLController
 from rlvr.train.loop import Components, collect_step
 from rlvr.train.pipeline import async_rollouts
@@ -157,6 +158,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                                     pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
                       algo_state=AlgorithmState(cfg), world=world,
                       update_module=update_module)
+    c.after_update = interleaved_sft(cfg, model, tok, task)
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
                                 lambda m: build_engine(cfg, m, tok, cfg.rollout.batch_size, training=True))
     return c

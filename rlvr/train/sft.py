@@ -41,15 +41,17 @@ def _rows(tokenizer, examples: Sequence[Example], chat: bool) -> list[Completion
 def sft(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: int, lr: float,
         warmup_steps: int = 0, seed: int = 0, chat_template: bool = False, micro_batch_size: int = 256,
         on_step: Callable[[int, float], None] | None = None,
-        stop: Callable[[], bool] | None = None) -> list[float]:
+        stop: Callable[[], bool] | None = None, schedule: str = "warmup_cosine") -> list[float]:
     """Train ``steps`` steps on ``examples``; returns the loss of each step. ``stop()`` is asked after each
-    step; when it is true training ends there (the losses so far are returned)."""
+    step; when it is true training ends there (the losses so far are returned). ``schedule``:
+    ``warmup_cosine`` (the warm-up's) or ``constant`` (the interleaved phases')."""
     if steps == 0:
         return []
     rows = _rows(tokenizer, examples, chat_template)
     rng = random.Random(seed)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup_steps, steps))
+    shape = warmup_cosine(warmup_steps, steps) if schedule == "warmup_cosine" else (lambda i: 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, shape)
     model.train()
     device = next(model.parameters()).device
     order, pos, losses = [], 0, []

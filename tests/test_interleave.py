@@ -1,0 +1,106 @@
+"""Interleaved SFT and RL phases (sft.interleave_every): when phases run, what they do to the policy,
+that resumes repeat them exactly, and the settings they cannot combine with."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr.config import ConfigError, load_config
+from rlvr.core.batch import build_batch
+from rlvr.models.logprobs import completion_logprobs
+from rlvr.train.interleave import interleaved_sft
+from rlvr.train.setup import build_task
+from rlvr.train.sft import _rows
+
+
+def _lines(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_phases_run_after_every_nth_step_and_log_their_loss(tiny_cfg_overrides, tmp_path):
+    from rlvr.train.run import train
+
+    train(load_config(overrides=tiny_cfg_overrides + [
+        "train.steps=4", "sft.steps=0", "sft.interleave_every=2", "sft.interleave_steps=3"]))
+    lines = _lines(tmp_path / "run")
+    with_phase = [line["step"] for line in lines if "sft/loss" in line]
+    assert with_phase == [2, 4]  # logged after steps 2 and 4 (the 2nd and 4th updates)
+    assert all(line["sft/steps"] == 3.0 and line["sft/loss"] > 0 for line in lines if "sft/loss" in line)
+
+
+def _nll(model, tok, examples):
+    rows = _rows(tok, examples, False)
+    batch = build_batch(rows, [0.0] * len(rows), tok.pad_token_id)
+    with torch.no_grad():
+        logp, _ = completion_logprobs(model, batch)
+    return float(-(logp * batch.completion_mask).sum() / batch.completion_mask.sum())
+
+
+def test_a_phase_trains_toward_the_reference_completions_only_when_due():
+    from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
+
+    cfg = load_config(overrides=["sft.interleave_every=3", "sft.interleave_steps=20", "sft.interleave_lr=3e-3",
+                                 "sft.batch_size=16", "task.max_value=20"])
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok)
+    task = build_task(cfg)
+    phase = interleaved_sft(cfg, model, tok, task)
+    examples = task.examples("train")[:32]
+    before = _nll(model, tok, examples)
+    w0 = [p.detach().clone() for p in model.parameters()]
+    assert phase(0) == {} and phase(1) == {}  # steps 1 and 2: no phase
+    assert all(torch.equal(a, b) for a, b in zip(w0, model.parameters()))
+    out = phase(2)  # the third step
+    assert out["sft/steps"] == 20.0
+    assert _nll(model, tok, examples) < before - 0.5
+
+
+def test_off_by_default_and_refused_without_reference_completions():
+    from rlvr.core.types import Example
+
+    cfg = load_config()
+    assert interleaved_sft(cfg, None, None, build_task(cfg)) is None
+
+    class NoTargets:
+        splits = ("train", "eval")
+
+        def examples(self, split):
+            return [Example("a", "q", "")]
+
+    on = load_config(overrides=["sft.interleave_every=2"])
+    with pytest.raises(ValueError, match="no reference completions"):
+        interleaved_sft(on, None, None, NoTargets())
+
+
+def test_asynchronous_rollouts_are_refused():
+    with pytest.raises(ConfigError, match="sft.interleave_every changes the policy between RL steps"):
+        load_config(overrides=["sft.interleave_every=2", "rollout.max_staleness=1"])
+
+
+def test_resume_repeats_the_phases_exactly(tiny_cfg_overrides, tmp_path):
+    from rlvr.train.run import resume, train
+
+    over = tiny_cfg_overrides + ["train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=5",
+                                 "sft.steps=0", "sft.interleave_every=1", "sft.interleave_steps=2"]
+    train(load_config(overrides=over))
+    part = tmp_path / "part"
+    shutil.copytree(tmp_path / "run", part)
+    shutil.rmtree(part / "checkpoints" / "step_000004")
+    resume(part / "checkpoints" / "step_000002")
+    a = load_file(str(tmp_path / "run" / "checkpoints" / "step_000004" / "model" / "model.safetensors"))
+    b = load_file(str(part / "checkpoints" / "step_000004" / "model" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [line["sft/loss"] for line in _lines(tmp_path / "run")] == \
+        [line["sft/loss"] for line in _lines(part)]
+
+
+def test_torchrun_is_refused_with_a_clear_error():
+    from rlvr.train.distributed import DistributedSetupError, World, check_world
+
+    cfg = load_config(overrides=["sft.interleave_every=2", "rollout.prompts_per_step=4"])
+    with pytest.raises(DistributedSetupError, match="sft.interleave_every .* not supported under torchrun"):
+        check_world(cfg, World(0, 2))
+    check_world(cfg, World())
