@@ -1,5 +1,5 @@
 """Sections of the run config that name no registered component (so they need no registry to validate):
-DAPO's dynamic sampling and overlong handling."""
+DAPO's dynamic sampling and overlong handling, GRPO-VPS's belief probe."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DynamicSamplingConfig", "OverlongConfig"]
+__all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig"]
 
 
 class _Section(BaseModel):
@@ -37,3 +37,13 @@ class OverlongConfig(_Section):
     buffer_frac: float = Field(0.2, gt=0.0, le=1.0, description="L_cache as a fraction of rollout.max_new_tokens "
                                                                  "(DAPO: 4096 of 20480 = 0.2)")
     factor: float = Field(1.0, ge=0.0, description="penalty at the limit (-factor)")
+
+
+class BeliefConfig(_Section):
+    """GRPO-VPS's belief probe (extras ``belief_progress`` / ``belief_segment``): after each segment of a
+    completion, the mean log-probability of the gold answer following ``suffix``."""
+
+    suffix: str = Field("\nThe final answer is ", description="text between a completion prefix and the gold "
+                                                              "answer whose log-probability is the belief")
+    max_segments: int = Field(16, gt=0, description="segments probed per completion at most (more are merged, "
+                                                    "keeping every k-th boundary and the last)")

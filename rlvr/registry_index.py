@@ -48,6 +48,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "rlrt_decision": "rlvr.algorithms.transforms.rlrt",
         "rlsd": "rlvr.algorithms.transforms.cepo",
         "ucas": "rlvr.algorithms.transforms.ucas",
+        "vps": "rlvr.algorithms.transforms.vps",
     },
     "clip rule": {
         "kl3": "rlvr.algorithms.clip.kl3",

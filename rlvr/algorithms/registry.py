@@ -48,6 +48,10 @@ EXTRAS = {
                   "answer in the context (algorithm.teacher_hint): the decision points of RLRT",
     "reference_rouge_l": "[N] ROUGE-L F of the completion's text against its example's reference solution "
                          "(Example.target); -1 where the example has none (no model pass)",
+    "belief_progress": "[N, T] the gain in the policy's mean log-prob of the gold answer (after "
+                       "algorithm.belief.suffix) over the token's segment: b_k - b_{k-1} (GRPO-VPS)",
+    "belief_segment": "[N, T] the segment (1, 2, ...) each completion token belongs to in the belief probe; 0 on "
+                      "padding",
 }
 # Behaviour a component asks of the trainer, declared with ``traits=`` at registration (not tensors: those
 # are ``needs``). rlvr.config.algorithm_traits resolves them for config checks and the update alike.

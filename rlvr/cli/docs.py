@@ -164,5 +164,11 @@ def sync_registry_index() -> bool:
 if __name__ == "__main__":
     import sys
 
+    index = sync_registry_index()  # first: the README's reference lists what the index names
+    if index:  # the reference must be built by a process that read the new index
+        import subprocess
+
+        subprocess.run([sys.executable, "-m", "rlvr.cli.docs", *sys.argv[1:]], check=True)
+        raise SystemExit(0)
+    print("rlvr/registry_index.py: up to date")
     print("README:", "updated" if sync_readme(*(sys.argv[1:] or ["README.md"])) else "up to date")
-    print("rlvr/registry_index.py:", "updated" if sync_registry_index() else "up to date")

@@ -11,7 +11,9 @@ Costs: ``old_logp`` one policy forward; ``ref_logp`` one reference forward; ``en
 logits per chunk of tokens; ``teacher_logp`` and ``neg_teacher_logp`` one policy forward each over
 prompt + hint + completion; ``teacher_kl`` a policy forward over each of prompt + completion and
 prompt + hint + completion, keeping full-vocabulary logits per chunk; ``segment_end`` decodes each distinct
-completion token once (no model pass).
+completion token once (no model pass); ``belief_progress`` / ``belief_segment`` (together) one no-grad
+forward per segment boundary of each completion, prompt + prefix + suffix + gold answer
+(:mod:`rlvr.train.beliefs`).
 
 Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
 divided by the training temperature (``algorithm.train_temperature``, default the rollout temperature) for
@@ -206,7 +208,7 @@ def teacher_kl(model, batch: RolloutBatch, teacher: RolloutBatch, temperature: f
 
 def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, completions: Sequence[Completion],
                    examples: Sequence[Example], hint: str, context: str = "answer",
-                   cot_tokens: int = 200) -> dict[str, torch.Tensor]:
+                   cot_tokens: int = 200, belief: Any = None) -> dict[str, torch.Tensor]:
     """The requested extras for ``batch`` (rows in the order of ``completions``), on the batch's device.
 
     This is the one producer of extra tensors in a step: the loop calls it once, with every need of the
@@ -236,6 +238,14 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
                                     getattr(s, "micro_batch_tokens", None), getattr(s, "autocast", None)))
     if "segment_end" in needs:
         out["segment_end"] = segment_ends(batch, c.tokenizer)
+    if "belief_progress" in needs or "belief_segment" in needs:  # K + 1 probe forwards per completion
+        from rlvr.config_sections import BeliefConfig
+        from rlvr.train.beliefs import belief_extras
+
+        b = belief or BeliefConfig()
+        ends = out["segment_end"] if "segment_end" in out else segment_ends(batch, c.tokenizer)
+        out.update(belief_extras(c.model, dev, ends, completions, examples, c.tokenizer, s, b.suffix,
+                                 b.max_segments))
     if "guided" in needs:  # flags set by the guidance engine wrapper (no model pass)
         from rlvr.rollout.guidance import guided_rows
 

@@ -185,7 +185,7 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
             extras = c.world.gather_rows(batch.size, batch.group_index, lambda rows: compute_extras(
                 needs, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
                 [examples[i] for i in rows.tolist()], cfg.algorithm.teacher_hint, cfg.algorithm.teacher_context,
-                cfg.algorithm.teacher_cot_tokens))
+                cfg.algorithm.teacher_cot_tokens, cfg.algorithm.belief))
         extras = {k: v.to(c.device) for k, v in extras.items()}
     old = extras.pop("old_logp", None)
     if cfg.algorithm.old_logp == "behaviour":
