@@ -99,3 +99,38 @@ def test_missing_ray_is_a_clear_setup_error(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     with pytest.raises(SetupError, match=r"rollout.engine=ray and scoring.backend=ray needs Ray.*rlvr\[ray\]"):
         check_packages(load_config(overrides=["rollout.engine=ray", "scoring.backend=ray"]))
+
+
+def test_ctrl_c_on_the_driver_stops_the_trainer_actor_after_its_step_with_a_checkpoint(tmp_path):
+    """SIGINT to the driver of --launcher ray: the actor finishes its step and checkpoints it (not only the
+    last scheduled checkpoint), and the driver exits saying so, as a local run does."""
+    import os
+    import signal
+    import time
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"say {w}:", "answer": w}) + "\n" for w in ["ab", "cd", "ef"]))
+    sets = ["task.name=jsonl", f"task.train_path={data}", "task.verifier=tests.reward_fns:shared_chars",
+            "task.eval_fraction=0.34", "model.tiny.hidden_size=32", "model.tiny.intermediate_size=64",
+            "model.tiny.num_layers=1", "rollout.prompts_per_step=2", "rollout.group_size=2",
+            "rollout.max_new_tokens=3", "train.steps=100000", "train.checkpoint_every=0", "sft.steps=0",
+            "eval.samples=1", "train.eval_every=0", "rollout.ray.num_cpus=0.5", "rollout.ray.trainer_cpus=0.5"]
+    cmd = [sys.executable, "-m", "rlvr", "train", "--launcher", "ray", "--out", str(tmp_path / "run")]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.is_file() and len(metrics.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode != 0 and "checkpoint saved" in err, err[-3000:]
+    steps = [json.loads(x)["step"] for x in metrics.read_text().splitlines()]
+    saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step_"))
+    assert saved == [f"step_{steps[-1]:06d}"], (saved, steps)  # the step it stopped after, not step 0 or none
+    assert 2 <= steps[-1] < 100000

@@ -7,6 +7,9 @@ starts one trainer actor with ``rollout.ray.trainer_cpus`` / ``trainer_gpus`` an
 set) and the trainer's weights are broadcast to them after every step (``rlvr.rollout.ray_engine``). The
 run directory is resolved on the driver, so it must be on storage the trainer's node can write.
 
+Ctrl-C or SIGTERM on the driver reaches the trainer wherever it runs: it finishes the step in progress,
+saves a checkpoint there, and the driver exits as a local run does (a second signal aborts at once).
+
 A multi-node cluster (commands in docs/distributed.md)::
 
     ray start --head --port 6379                      # on the head node
@@ -18,6 +21,9 @@ A multi-node cluster (commands in docs/distributed.md)::
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +35,13 @@ __all__ = ["ray_train", "ray_resume", "with_ray_engine"]
 
 
 class _Trainer:
-    """The trainer actor: the driver's working directory, then ``train`` / ``resume`` as usual."""
+    """The trainer actor: the driver's working directory, then ``train`` / ``resume`` as usual.
+
+    It runs two calls at once (``max_concurrency=2``): while ``train`` runs, ``stop`` asks it to finish the
+    step in progress, save a checkpoint and return (:func:`rlvr.train.interrupt.request_stop`), which is how
+    the driver's Ctrl-C or SIGTERM reaches a trainer on another node. A stopped run returns
+    ``{"interrupted": message}``, raised again on the driver as the ``KeyboardInterrupt`` a local run raises.
+    """
 
     def __init__(self, cwd: str):
         os.chdir(cwd)
@@ -37,12 +49,24 @@ class _Trainer:
     def train(self, raw: dict[str, Any]) -> dict[str, Any]:
         from rlvr.train.run import train
 
-        return train(RunConfig.model_validate(raw))
+        return self._stoppable(lambda: train(RunConfig.model_validate(raw)))
 
     def resume(self, path: str, overrides: list[str]) -> dict[str, Any]:
         from rlvr.train.run import resume
 
-        return resume(path, overrides)
+        return self._stoppable(lambda: resume(path, overrides))
+
+    def stop(self, reason: str) -> None:
+        from rlvr.train.interrupt import request_stop
+
+        request_stop(reason)
+
+    @staticmethod
+    def _stoppable(run) -> dict[str, Any]:
+        try:
+            return run()
+        except KeyboardInterrupt as e:
+            return {"interrupted": str(e) or "interrupted"}
 
 
 def with_ray_engine(cfg: RunConfig) -> RunConfig:
@@ -56,14 +80,42 @@ def with_ray_engine(cfg: RunConfig) -> RunConfig:
 def _actor(cfg: RunConfig):
     ray = _connect(cfg.rollout.ray.address)
     r = cfg.rollout.ray
-    return ray, ray.remote(num_cpus=r.trainer_cpus, num_gpus=r.trainer_gpus)(_Trainer).remote(os.getcwd())
+    actor = ray.remote(num_cpus=r.trainer_cpus, num_gpus=r.trainer_gpus, max_concurrency=2)(_Trainer)
+    return ray, actor.remote(os.getcwd())
+
+
+def _wait(ray, trainer, ref) -> dict[str, Any]:
+    """The trainer's result; the driver's Ctrl-C or SIGTERM asks it to stop after its step and save (a
+    second one stops waiting at once: the actor goes with the driver)."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def term(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, term)
+    try:
+        try:
+            out = ray.get(ref)
+        except KeyboardInterrupt as e:
+            what = str(e) or "Ctrl-C"
+            print(f"\n{what}: the trainer finishes its step, then saves (send it again to abort)", file=sys.stderr,
+                  flush=True)
+            ray.get(trainer.stop.remote(f"{what} on the driver"))
+            out = ray.get(ref)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+    if "interrupted" in out:
+        raise KeyboardInterrupt(out["interrupted"])
+    return out
 
 
 def ray_train(cfg: RunConfig) -> dict[str, Any]:
     cfg = with_ray_engine(cfg)
     cfg = cfg.model_copy(update={"out": str(Path(run_dir_path(cfg)).resolve())})
     ray, trainer = _actor(cfg)
-    return ray.get(trainer.train.remote(cfg.model_dump(mode="json")))
+    return _wait(ray, trainer, trainer.train.remote(cfg.model_dump(mode="json")))
 
 
 def ray_resume(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
@@ -72,4 +124,4 @@ def ray_resume(path: str | Path, overrides: list[str] | None = None) -> dict[str
 
     cfg = load_config(latest_checkpoint(path).parent.parent / "config.yaml", overrides)
     ray, trainer = _actor(cfg)
-    return ray.get(trainer.resume.remote(str(path), list(overrides or [])))
+    return _wait(ray, trainer, trainer.resume.remote(str(path), list(overrides or [])))
