@@ -110,14 +110,16 @@ class Registry(Generic[F]):
         entry = self._entries.get(name)
         if entry is not None:
             return entry
-        home = self._homes.pop(name, None) if isinstance(name, str) else None
+        home = self._homes.get(name) if isinstance(name, str) else None
         if home is None:
             raise RegistryError(f"unknown {self.kind} {name!r}; valid names: {', '.join(self.names())}")
-        importlib.import_module(home)
-        if name not in self._entries:
+        importlib.import_module(home)  # (another thread importing it too waits for it to finish)
+        entry = self._entries.get(name)
+        if entry is None:
             raise RegistryError(f"{self.kind} {name!r} should be registered by {home}, which did not register "
                                 "it (regenerate rlvr/registry_index.py: python -m rlvr.cli.docs)")
-        return self._entries[name]
+        self._homes.pop(name, None)
+        return entry
 
     def names(self) -> list[str]:
         """Every registered name, including those whose modules are not imported yet."""
@@ -133,6 +135,7 @@ class Registry(Generic[F]):
         """Remove ``name`` (a plugin replacing a component, or a test that registered one)."""
         self.get(name)
         del self._entries[name]
+        self._homes.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries or name in self._homes

@@ -115,3 +115,27 @@ def test_lazy_module_raises_attribute_error_for_missing_names():
     stand_in = LazyModule("colorsys")
     with pytest.raises(AttributeError):
         stand_in.no_such_function
+
+
+def test_concurrent_first_lookups_of_one_component_all_succeed():
+    out = fresh("""
+import importlib, threading, time
+import rlvr.registry
+from rlvr.algorithms.registry import OBJECTIVES
+real = importlib.import_module
+def slow_import(name, *a):  # a module that takes a while to import, so the lookups overlap
+    time.sleep(0.2)
+    return real(name, *a)
+rlvr.registry.importlib = type("M", (), {"import_module": staticmethod(slow_import)})
+results, errors = [], []
+def look():
+    try:
+        results.append(OBJECTIVES.get("cispo").fn.__module__)
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=look) for _ in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+out = {"results": results, "errors": errors}
+""")
+    assert out["errors"] == [] and out["results"] == ["rlvr.algorithms.objectives.cispo"] * 8
