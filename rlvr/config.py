@@ -27,6 +27,7 @@ from rlvr.config_sections import BeliefConfig, DynamicSamplingConfig, OverlongCo
 from rlvr.config_train import TrainConfig
 from rlvr.core import yaml_io
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
+from rlvr.rollout.contexts import ContextsConfig
 from rlvr.rollout.guidance import GuidanceConfig
 from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
@@ -109,6 +110,7 @@ class RolloutConfig(Section):
     batch_size: int = Field(256, gt=0, description="sequences per generate call")
     param_noise: ParamNoiseConfig = Field(default_factory=ParamNoiseConfig)
     guidance: GuidanceConfig = Field(default_factory=GuidanceConfig)
+    contexts: ContextsConfig = Field(default_factory=ContextsConfig)
     multiturn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
     strategy: _component(ROLLOUT_STRATEGIES, "plain") = Field({"name": "plain"}, validate_default=True,
                                                               description="how rollouts are produced around the "
@@ -289,6 +291,11 @@ class RunConfig(Section):
         if self.sft.interleave_every and (self.rollout.max_staleness or self.rollout.stages):
             problems.append("sft.interleave_every changes the policy between RL steps, which asynchronous rollouts "
                             "(rollout.max_staleness, rollout.stages) do not track; set one")
+        c = self.rollout.contexts
+        if c.num_contexts and (c.num_contexts * c.per_context != self.rollout.group_size
+                               or self.rollout.guidance.fraction):
+            problems.append(f"rollout.contexts needs rollout.group_size = num_contexts x per_context "
+                            f"({c.num_contexts * c.per_context}) and no rollout.guidance")
         if self.rollout.max_staleness and self.rollout.stages:
             problems.append("rollout.max_staleness and rollout.stages are two schedules of stale rollouts; set one")
         if (self.rollout.max_staleness or self.rollout.stages) and self.rollout.engine == "vllm":

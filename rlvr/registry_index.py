@@ -30,6 +30,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "grpo": "rlvr.algorithms.advantages.grpo",
         "lampo": "rlvr.algorithms.advantages.lampo",
         "ngrpo": "rlvr.algorithms.advantages.ngrpo",
+        "nudge": "rlvr.algorithms.advantages.nudge",
         "poise": "rlvr.algorithms.advantages.poise",
         "reinforce_pp": "rlvr.algorithms.advantages.reinforce_pp",
         "rloo": "rlvr.algorithms.advantages.rloo",
@@ -79,6 +80,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "token_mean": "rlvr.algorithms.aggregation.basic",
     },
     "loss term": {
+        "context_distill": "rlvr.algorithms.loss_terms.context_distill",
         "self_distill": "rlvr.algorithms.loss_terms.self_distill",
         "sft": "rlvr.algorithms.loss_terms.sft",
     },

@@ -36,6 +36,7 @@ EXTRA_FIXTURES = {
     "teacher_kl": lambda n, g: torch.rand(n, T, generator=g),  # KL >= 0
     # ROUGE-L F in [0, 1] per row, -1 where the example has no reference
     "reference_rouge_l": lambda n, g: torch.where(torch.rand(n, generator=g) < 0.3, -1.0, torch.rand(n, generator=g)),
+    "context_index": lambda n, g: torch.randint(0, 3, (n, 1), generator=g).float().expand(n, T).contiguous(),
     "belief_progress": lambda n, g: torch.randn(n, T, generator=g),  # gains in log-prob, either sign
     # segments 1, 2, ... along each row (a new one wherever a coin flip says so)
     "belief_segment": lambda n, g: 1 + (torch.rand(n, T, generator=g) < 0.4).float().cumsum(1),

@@ -48,6 +48,8 @@ EXTRAS = {
                   "answer in the context (algorithm.teacher_hint): the decision points of RLRT",
     "reference_rouge_l": "[N] ROUGE-L F of the completion's text against its example's reference solution "
                          "(Example.target); -1 where the example has none (no model pass)",
+    "context_index": "[N, T] the strategy context each row was sampled under (rollout.contexts: 1, 2, ...; 0 "
+                     "plain) on its tokens (no model pass)",
     "belief_progress": "[N, T] the gain in the policy's mean log-prob of the gold answer (after "
                        "algorithm.belief.suffix) over the token's segment: b_k - b_{k-1} (GRPO-VPS)",
     "belief_segment": "[N, T] the segment (1, 2, ...) each completion token belongs to in the belief probe; 0 on "
@@ -62,6 +64,8 @@ TRAITS = {
                     "corrections cannot apply",
     "token_level": "the advantage estimator returns per-token advantages [N, T] (the others return one per "
                    "completion, [N])",
+    "context_logp": "a loss term reads the policy's log-probs of each completion after its plain prompt "
+                    "(RolloutBatch.context), with gradient, as extras['context_logp'] (one more forward)",
 }
 FLAGS = frozenset(TRAITS)  # the trait names (kept for code that subtracted them from needs)
 ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than one value per token

@@ -168,7 +168,7 @@ if __name__ == "__main__":
     if index:  # the reference must be built by a process that read the new index
         import subprocess
 
-        subprocess.run([sys.executable, "-m", "rlvr.cli.docs", *sys.argv[1:]], check=True)
-        raise SystemExit(0)
+        print("rlvr/registry_index.py: updated", flush=True)
+        raise SystemExit(subprocess.run([sys.executable, "-m", "rlvr.cli.docs", *sys.argv[1:]]).returncode)
     print("rlvr/registry_index.py: up to date")
     print("README:", "updated" if sync_readme(*(sys.argv[1:] or ["README.md"])) else "up to date")

@@ -13,7 +13,7 @@ from typing import Iterator, Sequence
 from rlvr.core.types import Completion
 from rlvr.lazy import torch
 
-__all__ = ["RolloutBatch", "build_batch"]
+__all__ = ["RolloutBatch", "build_batch", "with_plain_context"]
 
 _ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row (never trimmed along tokens)
 _PER_ROW = ("input_ids", "attention_mask", "position_ids", "completion_mask", "group_index", "rewards",
@@ -37,6 +37,7 @@ class RolloutBatch:
     advantages: torch.Tensor | None = None  # [N, T]
     loss_coef: torch.Tensor | None = None  # [N, T] aggregation coefficients, set per minibatch
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-row extra tensors ([N, T] or [N, H])
+    context: "RolloutBatch | None" = None  # the same rows after their plain prompts (rollout.contexts)
 
     @property
     def size(self) -> int:
@@ -50,7 +51,8 @@ class RolloutBatch:
         """Rows ``idx`` of every per-row tensor (a minibatch or micro-batch)."""
         upd = {f.name: getattr(self, f.name)[idx] for f in fields(self)
                if f.name in _PER_ROW and getattr(self, f.name) is not None}
-        return replace(self, extras={k: v[idx] for k, v in self.extras.items()}, **upd)
+        ctx = self.context.select(idx) if self.context is not None else None
+        return replace(self, extras={k: v[idx] for k, v in self.extras.items()}, context=ctx, **upd)
 
     def trim(self) -> "RolloutBatch":
         """Drop prompt columns that are padding in every row and completion columns past the longest."""
@@ -68,7 +70,8 @@ class RolloutBatch:
         tok_cols = self.completion_mask.shape[1]
         extras = {k: v[:, :t] if v.dim() == 2 and v.shape[1] == tok_cols and k not in _ROW_EXTRAS else v
                   for k, v in self.extras.items()}
-        return replace(self, prompt_len=self.prompt_len - lead, extras=extras, **upd)
+        ctx = self.context.trim() if self.context is not None else None
+        return replace(self, prompt_len=self.prompt_len - lead, extras=extras, context=ctx, **upd)
 
     def minibatches(self, n: int, generator: torch.Generator | None = None,
                     whole_groups: bool = False) -> list["RolloutBatch"]:
@@ -125,7 +128,8 @@ class RolloutBatch:
     def to(self, device: torch.device | str) -> "RolloutBatch":
         upd = {f.name: getattr(self, f.name).to(device) for f in fields(self)
                if isinstance(getattr(self, f.name), torch.Tensor)}
-        return replace(self, extras={k: v.to(device) for k, v in self.extras.items()}, **upd)
+        ctx = self.context.to(device) if self.context is not None else None
+        return replace(self, extras={k: v.to(device) for k, v in self.extras.items()}, context=ctx, **upd)
 
 
 def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad_id: int) -> RolloutBatch:
@@ -162,3 +166,14 @@ def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad
         prompt_len=p,
         behaviour_logp=blogp if has_blogp else None,
     )
+
+
+def with_plain_context(batch: RolloutBatch, completions: Sequence[Completion], pad_id: int) -> RolloutBatch:
+    """``batch`` with :attr:`RolloutBatch.context` set when some completion was sampled under a context
+    (it has ``plain_prompt_ids``): the same completions after each one's plain prompt; else unchanged."""
+    if not any(getattr(c, "plain_prompt_ids", None) is not None for c in completions):
+        return batch
+    plain = [replace(c, prompt_ids=list(c.plain_prompt_ids)) if getattr(c, "plain_prompt_ids", None) is not None
+             else c for c in completions]
+    return replace(batch, context=build_batch(plain, batch.rewards.tolist(), pad_id).to(batch.input_ids.device))
+

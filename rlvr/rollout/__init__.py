@@ -5,7 +5,7 @@ strategy loads when its name is first looked up (:mod:`rlvr.registry_index`).
 """
 
 from rlvr.lazy import lazy_exports
-from rlvr.rollout import guidance, param_noise, strategies  # noqa: F401  (registration: engine wrappers)
+from rlvr.rollout import contexts, guidance, param_noise, strategies  # noqa: F401  (registration: engine wrappers)
 from rlvr.rollout.base import ENGINES, RolloutEngine, encode_prompt
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, EngineWrapper

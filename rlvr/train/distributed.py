@@ -238,6 +238,11 @@ def check_world(cfg: Any, world: World) -> None:
     if cfg.rollout.max_staleness or cfg.rollout.stages:
         problems.append("rollout.max_staleness / rollout.stages (asynchronous rollouts) are not supported under "
                         "torchrun yet")
+    from rlvr.config import algorithm_traits
+
+    if "context_logp" in algorithm_traits(cfg):
+        problems.append("loss terms over the plain prompts (context_distill) run a second forward before the "
+                        "backward, which DDP / FSDP do not support yet; use one process")
     if cfg.sft.interleave_every:
         problems.append("sft.interleave_every (interleaved SFT phases) is not supported under torchrun yet")
     if world.sharded and cfg.model.lora.rank:

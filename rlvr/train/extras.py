@@ -246,6 +246,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         ends = out["segment_end"] if "segment_end" in out else segment_ends(batch, c.tokenizer)
         out.update(belief_extras(c.model, dev, ends, completions, examples, c.tokenizer, s, b.suffix,
                                  b.max_segments))
+    if "context_index" in needs:  # set by the contexts engine wrapper (no model pass)
+        from rlvr.rollout.contexts import context_rows
+
+        out["context_index"] = context_rows(completions, batch.completion_mask)
     if "guided" in needs:  # flags set by the guidance engine wrapper (no model pass)
         from rlvr.rollout.guidance import guided_rows
 

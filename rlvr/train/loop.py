@@ -19,7 +19,7 @@ from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, MASK_TRANSFORMS, REWARD_TRANSFORMS,
                                      AdvantageInputs, MaskInputs, TransformInputs, call, token_advantages)
 from rlvr.config import RunConfig, algorithm_needs, algorithm_traits
-from rlvr.core.batch import build_batch
+from rlvr.core.batch import build_batch, with_plain_context
 from rlvr.tasks.appeals import AppealState
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.distributed import World
@@ -177,6 +177,7 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
     coef = c.kl.coef_at(step) if c.kl is not None else cfg.algorithm.kl.coef
     s = settings(cfg, coef, step, c.algo_state.get("algorithm.objective"))
     batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id).to(c.device)
+    batch = with_plain_context(batch, ro.completions, c.tokenizer.pad_token_id)  # (rollout.contexts)
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     needs = step_needs(cfg, c, step)
     extras = {}

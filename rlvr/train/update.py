@@ -139,7 +139,7 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
         meter.tokens("kl", kl, mask)
         if s.kl_coef > 0:
             loss_tok = loss_tok + s.kl_coef * kl
-    loss_tok = loss_tok + _loss_terms(inputs, alg, s.step, meter)
+    loss_tok = loss_tok + _loss_terms(module, micro, inputs, s, meter)
     loss = aggregate(micro.loss_coef, loss_tok, mask) + (loss if loss is not None else 0.0)
     meter.tokens("entropy", entropy, mask)
     if micro.old_logp is not None:  # how far this step's updates moved the policy (a metric, no gradient)
@@ -151,15 +151,25 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
     return loss
 
 
-def _loss_terms(inputs: ObjectiveInputs, alg: AlgorithmConfig, step: int, meter: _Meter):
-    """``sum_k weight_k(step) * term_k`` ([N, T], or 0 without terms), each term's value as a metric."""
+def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateSettings, meter: _Meter):
+    """``sum_k weight_k(step) * term_k`` ([N, T], or 0 without terms), each term's value as a metric. A term
+    with the ``context_logp`` trait gets the log-probs over the rows' plain prompts, with gradient."""
+    alg, step = s.algorithm, s.step
     total = 0.0
     names = [comp.name for comp in alg.loss_terms]
+    plain = None
     for i, comp in enumerate(alg.loss_terms):
         weight = term_weight(comp.params, step)
         if weight == 0.0:
             continue
-        tok, metrics = LOSS_TERMS.get(comp.name).fn(inputs, comp.params)
+        entry = LOSS_TERMS.get(comp.name)
+        if "context_logp" in entry.traits and plain is None:
+            if micro.context is None:
+                raise ValueError(f"loss term {comp.name!r} needs completions sampled under a context "
+                                 "(rollout.contexts), and this batch has none")
+            plain, _ = module(micro.context, s.temperature, s.chunk_tokens)
+            inputs = replace(inputs, extras={**inputs.extras, "context_logp": plain})
+        tok, metrics = entry.fn(inputs, comp.params)
         if tok.shape != inputs.mask.shape:
             raise ValueError(f"loss term {comp.name!r} returned shape {tuple(tok.shape)}, not {tuple(inputs.mask.shape)}")
         label = comp.name if names.count(comp.name) == 1 else f"{comp.name}.{i}"

@@ -1,0 +1,146 @@
+"""Context rollouts (``rollout.contexts``): each group sampled under several strategy contexts, NudgeRL's
+rollouts.
+
+Kim et al. 2026, "Nudging Beyond the Comfort Zone: Efficient Strategy-Guided Exploration for RLVR",
+arXiv:2605.15726; code ``tally0818/NudgeRL`` (``NudgeRLTrainer._get_rollout_counts``, METHODS H1, EXACT from
+code). For a request of ``n = num_contexts x per_context`` completions, the example's first
+``num_contexts`` contexts (strategy hints: ``Example.meta[source]``, a list of strings; else ``fallback``)
+each get ``per_context`` draws, and each draw moves to the plain ("dropout") group with probability
+``p_dropout``:
+
+    d_h ~ Binomial(per_context, p_dropout)          group sizes: [sum_h d_h (plain), per_context - d_h, ...]
+
+A context's completions are sampled from ``template`` (the prompt with its exploration condition) and keep
+that prompt's token ids: the policy gradient trains them under the context (x1). Each is a
+:class:`ContextCompletion` carrying ``context`` (1, 2, ...; the plain ones are 0, ordinary completions) and
+the plain prompt's ids, over which the ``context_distill`` loss term raises their log-probability (x0). The
+extra ``context_index`` gives each row's context to the ``nudge`` advantage. An example with fewer contexts
+samples the missing contexts' draws plainly. The draws are seeded by (the step's sampling seed, example id),
+so a resumed run draws what the uninterrupted one did. Evaluation samples plainly (the wrapper is for
+training). Metric ``engine/context_frac``: completions under a context / all.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
+from rlvr.lazy import torch
+from rlvr.rollout.base import encode_prompt
+from rlvr.rollout.wrappers import ENGINE_WRAPPERS
+
+__all__ = ["ContextsConfig", "ContextCompletion", "ContextEngine", "context_rows", "draw_counts", "build_contexts"]
+
+TEMPLATE = ("{prompt}\n\nExploration condition: use the following strategy as your primary approach, even if "
+            "another seems more natural.\nStrategy: {context}\n")
+
+
+class ContextsConfig(BaseModel):
+    """NudgeRL's strategy-context rollouts (rlvr.rollout.contexts); off while ``num_contexts`` is 0."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    num_contexts: int = Field(0, ge=0, description="contexts per group (NudgeRL num_hints: 2; 0: off)")
+    per_context: int = Field(4, gt=0, description="draws per context (rollouts_per_hint); rollout.group_size must "
+                                                  "be num_contexts x per_context")
+    p_dropout: float = Field(0.5, ge=0.0, le=1.0, description="chance a draw is sampled without its context")
+    source: str = Field("hints", description="Example.meta key holding the example's contexts (a list of strings)")
+    fallback: list[str] = Field(default_factory=list, description="contexts for examples without their own")
+    template: str = Field(TEMPLATE, description="the prompt under a context ({prompt}, {context})")
+
+
+@dataclass
+class ContextCompletion(Completion):
+    """A completion sampled under a context; ``prompt_ids`` are the context's prompt, ``plain_prompt_ids``
+    the example's own."""
+
+    context: int = 0
+    plain_prompt_ids: list[int] | None = None
+
+
+def draw_counts(num_contexts: int, per_context: int, p_dropout: float, rng: random.Random) -> list[int]:
+    """``[plain, context 1, ..., context M]`` completions of one request."""
+    dropped = [sum(rng.random() < p_dropout for _ in range(per_context)) for _ in range(num_contexts)]
+    return [sum(dropped)] + [per_context - d for d in dropped]
+
+
+def _contexts(ex: Example, cfg: ContextsConfig) -> list[str]:
+    own = ex.meta.get(cfg.source) if isinstance(ex.meta, dict) else None
+    items = list(own) if isinstance(own, (list, tuple)) and own else list(cfg.fallback)
+    return [str(c) for c in items[: cfg.num_contexts]]
+
+
+def _with_context(ex: Example, template: str, context: str) -> Example:
+    if isinstance(ex.prompt, list):  # a chat prompt: the condition joins its last message
+        msgs = [dict(m) for m in ex.prompt]
+        msgs[-1]["content"] = template.format(prompt=msgs[-1]["content"], context=context)
+        return replace(ex, prompt=msgs)
+    return replace(ex, prompt=template.format(prompt=ex.prompt, context=context))
+
+
+def context_rows(completions: Sequence[Completion], mask: torch.Tensor) -> torch.Tensor:
+    """[N, T] each row's context (0: plain) on its completion tokens (rows in the order of ``completions``)."""
+    ids = torch.tensor([float(getattr(c, "context", 0)) for c in completions], dtype=mask.dtype)
+    return ids[:, None].to(mask.device) * (mask > 0).to(mask.dtype)
+
+
+class ContextEngine:
+    """Wraps an engine; splits each request's completions over the example's contexts."""
+
+    name = "contexts"
+
+    def __init__(self, inner: Any, tokenizer, cfg: ContextsConfig, chat_template: bool = False):
+        self.inner, self.tokenizer, self.cfg, self.chat_template = inner, tokenizer, cfg, chat_template
+        self._under, self._total = 0, 0
+
+    def sync_weights(self) -> None:
+        self.inner.sync_weights()
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
+        cfg = self.cfg
+        expanded: list[GenerationRequest] = []
+        origin: list[tuple[int, int]] = []  # expanded request -> (request index, context)
+        for i, req in enumerate(requests):
+            contexts = _contexts(req.example, cfg)
+            rng = random.Random(f"{sampling.seed}:{req.example.id}:{i}")
+            counts = draw_counts(cfg.num_contexts, cfg.per_context, cfg.p_dropout, rng)
+            counts[0] += sum(counts[1 + len(contexts):])  # contexts the example lacks: sampled plainly
+            for c, n in enumerate(counts[: 1 + len(contexts)]):
+                if n > 0:
+                    ex = req.example if c == 0 else _with_context(req.example, cfg.template, contexts[c - 1])
+                    expanded.append(replace(req, example=ex, n=n))
+                    origin.append((i, c))
+        plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
+        out: list[Completion] = []
+        for comp in self.inner.generate(expanded, sampling):
+            i, c = origin[comp.group]
+            if c:
+                fields = {k: getattr(comp, k) for k in comp.__dataclass_fields__}
+                fields.update(group=i, context=c, plain_prompt_ids=list(plain_ids[i]))
+                out.append(ContextCompletion(**fields))
+            else:
+                out.append(replace(comp, group=i))
+        self._under += sum(getattr(c, "context", 0) > 0 for c in out)
+        self._total += len(out)
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        out = {"context_frac": self._under / self._total} if self._total else {}
+        self._under, self._total = 0, 0
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        return None
+
+
+@ENGINE_WRAPPERS.register("contexts", order=250)
+def build_contexts(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> ContextEngine | None:
+    """NudgeRL's strategy contexts for ``rollout.contexts.num_contexts`` > 0 (outermost)."""
+    c = rollout_cfg.contexts
+    return ContextEngine(engine, tokenizer, c, chat_template) if c.num_contexts > 0 else None
