@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError,
                       WithJsonSchema, model_validator)
 
@@ -23,6 +22,7 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
                                      KL_ESTIMATORS, LOSS_TERMS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
+from rlvr.config_plugins import import_plugins, read_config_file
 from rlvr.config_sections import BeliefConfig, DynamicSamplingConfig, OverlongConfig
 from rlvr.config_train import TrainConfig
 from rlvr.core import yaml_io
@@ -255,6 +255,8 @@ class RecipeInfo(Section):
 
 
 class RunConfig(Section):
+    plugins: list[str] = Field(default_factory=list, description="modules or .py files imported before the config "
+                                                                 "is validated: your own components register there")
     recipe: RecipeInfo | None = Field(None, description="the recipe this run started from")
     seed: int = Field(0, description="one seed fixes init, data order and sampling")
     out: str | None = Field(None, description="run directory (default: runs/<time>)")
@@ -270,6 +272,13 @@ class RunConfig(Section):
     sft: SFTConfig = Field(default_factory=SFTConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            import_plugins(data.get("plugins"))
+        return data
 
     @model_validator(mode="after")
     def _check_combination(self) -> "RunConfig":
@@ -375,18 +384,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
         raw = merge_configs(load_recipe(recipe), raw)
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError([f"config file {str(p)!r} not found"])
-        try:
-            loaded = yaml_io.load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError([f"{p}: invalid YAML: {e}"]) from None
-        if not isinstance(loaded, dict):
-            raise ConfigError([f"{p}: expected a mapping at the top level"])
-        from rlvr.config_paths import resolve_reward_specs
-
-        raw = merge_configs(raw, resolve_reward_specs(loaded, p.parent))
+        raw = merge_configs(raw, read_config_file(path))
     raw = apply_overrides(raw, overrides or [])
     try:
         return RunConfig.model_validate(raw)
