@@ -43,10 +43,9 @@ class LazyModule(types.ModuleType):
             _rebind(self, mod)
         return mod
 
-    def __getattr__(self, name: str) -> Any:  # every name but the two above
-        if name.startswith("__") and name.endswith("__") and self.__dict__["_lazy_module"] is None:
-            if name in ("__path__", "__file__", "__wrapped__"):  # introspection must not import torch
-                raise AttributeError(name)
+    def __getattr__(self, name: str) -> Any:  # names not in the stand-in's own __dict__
+        if name in ("__path__", "__file__", "__wrapped__") and self.__dict__["_lazy_module"] is None:
+            raise AttributeError(name)  # introspection must not import the library
         return getattr(self._load(), name)
 
     def __dir__(self) -> list[str]:
@@ -82,26 +81,22 @@ else:
     transformers = LazyModule("transformers")
 
 
-def no_grad(fn):
-    """``@torch.no_grad()`` that imports torch when ``fn`` is first called, not when it is defined."""
+def _under(context: str):
+    """A decorator running ``fn`` inside ``torch.<context>()``, looked up when ``fn`` is called."""
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with torch.no_grad():
-            return fn(*args, **kwargs)
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with getattr(torch, context)():
+                return fn(*args, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
-def inference_mode(fn):
-    """``@torch.inference_mode()``, importing torch on the first call (see :func:`no_grad`)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with torch.inference_mode():
-            return fn(*args, **kwargs)
-
-    return wrapper
+no_grad = _under("no_grad")  # ``@torch.no_grad()``, importing torch on the first call, not at definition
+inference_mode = _under("inference_mode")  # ``@torch.inference_mode()``, likewise
 
 
 def lazy_exports(package: str, homes: dict[str, str]):

@@ -2,18 +2,17 @@
 that resumes repeat them exactly, and the settings they cannot combine with."""
 
 import json
-import shutil
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from rlvr.config import ConfigError, load_config
 from rlvr.core.batch import build_batch
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.train.interleave import interleaved_sft
 from rlvr.train.setup import build_task
-from rlvr.train.sft import _rows
+from rlvr.train.sft import sft_rows
+from tests.methods.seed_support import train_and_resume
 
 
 def _lines(run_dir):
@@ -32,7 +31,7 @@ def test_phases_run_after_every_nth_step_and_log_their_loss(tiny_cfg_overrides, 
 
 
 def _nll(model, tok, examples):
-    rows = _rows(tok, examples, False)
+    rows = sft_rows(tok, examples, False)
     batch = build_batch(rows, [0.0] * len(rows), tok.pad_token_id)
     with torch.no_grad():
         logp, _ = completion_logprobs(model, batch)
@@ -80,21 +79,12 @@ def test_asynchronous_rollouts_are_refused():
         load_config(overrides=["sft.interleave_every=2", "rollout.max_staleness=1"])
 
 
-def test_resume_repeats_the_phases_exactly(tiny_cfg_overrides, tmp_path):
-    from rlvr.train.run import resume, train
-
-    over = tiny_cfg_overrides + ["train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=5",
-                                 "sft.steps=0", "sft.interleave_every=1", "sft.interleave_steps=2"]
-    train(load_config(overrides=over))
-    part = tmp_path / "part"
-    shutil.copytree(tmp_path / "run", part)
-    shutil.rmtree(part / "checkpoints" / "step_000004")
-    resume(part / "checkpoints" / "step_000002")
-    a = load_file(str(tmp_path / "run" / "checkpoints" / "step_000004" / "model" / "model.safetensors"))
-    b = load_file(str(part / "checkpoints" / "step_000004" / "model" / "model.safetensors"))
+def test_resume_repeats_the_phases_exactly(tmp_path):
+    out = train_and_resume("grpo", tmp_path, ["sft.steps=0", "sft.interleave_every=1", "sft.interleave_steps=2"])
+    a, b = out["weights"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert [line["sft/loss"] for line in _lines(tmp_path / "run")] == \
-        [line["sft/loss"] for line in _lines(part)]
+        [line["sft/loss"] for line in _lines(tmp_path / "part")]
 
 
 def test_torchrun_is_refused_with_a_clear_error():

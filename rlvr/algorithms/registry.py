@@ -80,7 +80,8 @@ def call(entry: Any, inputs: Any, params: Any, state: Any = None) -> Any:
 # (one advantage per completion) unless it has the ``token_level`` trait ([N, T]); an aggregation returns
 # per-completion coefficients [N]; an objective returns a per-token loss [N, T] unless it has the
 # ``reduced_loss`` trait (a 0-dim loss). The trainer reads the declaration, never the tensor's shape, and
-# these checks turn a component that returns another shape into an error that names it.
+# these checks turn a component that returns another shape into an error that names it. A loss term returns
+# a per-token loss [N, T].
 
 def _shape_error(entry: Any, kind: str, want: tuple, got: torch.Tensor) -> ValueError:
     return ValueError(f"{kind} {entry.name!r} returned shape {tuple(got.shape)}, but its registration declares "
@@ -103,6 +104,13 @@ def row_coefficients(entry: Any, coef: torch.Tensor, mask: torch.Tensor) -> torc
     if coef.shape != mask.shape[:1]:
         raise _shape_error(entry, "loss aggregation", tuple(mask.shape[:1]), coef)
     return coef[:, None].expand_as(mask)
+
+
+def loss_term_shape(entry: Any, loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A loss term's per-token loss ``[N, T]``, checked."""
+    if loss.shape != mask.shape:
+        raise _shape_error(entry, "loss term", tuple(mask.shape), loss)
+    return loss
 
 
 def objective_loss_shape(entry: Any, loss: torch.Tensor, mask: torch.Tensor) -> bool:

@@ -7,12 +7,13 @@ log-probs. ``hf`` (transformers, CPU-friendly) is built in; GPU engines (vLLM) a
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from dataclasses import replace
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
-from rlvr.core.types import Completion, GenerationRequest, SamplingParams
+from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.registry import Registry
 
-__all__ = ["RolloutEngine", "ENGINES", "encode_prompt"]
+__all__ = ["RolloutEngine", "ENGINES", "encode_prompt", "rewrite_prompt"]
 
 
 @runtime_checkable
@@ -41,3 +42,12 @@ def encode_prompt(tokenizer, prompt: str | list[dict[str, str]], chat_template: 
     if not ids:
         raise ValueError(f"prompt {prompt!r} encodes to zero tokens")
     return list(ids)
+
+
+def rewrite_prompt(ex: Example, rewrite: Callable[[str], str]) -> Example:
+    """``ex`` with ``rewrite`` applied to its prompt text, or to the content of its last chat message."""
+    if isinstance(ex.prompt, list):
+        msgs = [dict(m) for m in ex.prompt]
+        msgs[-1]["content"] = rewrite(msgs[-1]["content"])
+        return replace(ex, prompt=msgs)
+    return replace(ex, prompt=rewrite(ex.prompt))

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
-from rlvr.rollout.base import encode_prompt
-from rlvr.rollout.wrappers import ENGINE_WRAPPERS
+from rlvr.rollout.base import encode_prompt, rewrite_prompt
+from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["ContextsConfig", "ContextCompletion", "ContextEngine", "context_rows", "draw_counts", "build_contexts"]
 
@@ -73,14 +73,6 @@ def _contexts(ex: Example, cfg: ContextsConfig) -> list[str]:
     return [str(c) for c in items[: cfg.num_contexts]]
 
 
-def _with_context(ex: Example, template: str, context: str) -> Example:
-    if isinstance(ex.prompt, list):  # a chat prompt: the condition joins its last message
-        msgs = [dict(m) for m in ex.prompt]
-        msgs[-1]["content"] = template.format(prompt=msgs[-1]["content"], context=context)
-        return replace(ex, prompt=msgs)
-    return replace(ex, prompt=template.format(prompt=ex.prompt, context=context))
-
-
 def context_rows(completions: Sequence[Completion], mask: torch.Tensor) -> torch.Tensor:
     """[N, T] each row's context (0: plain) on its completion tokens (rows in the order of ``completions``)."""
     ids = torch.tensor([float(getattr(c, "context", 0)) for c in completions], dtype=mask.dtype)
@@ -101,28 +93,21 @@ class ContextEngine:
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
         cfg = self.cfg
-        expanded: list[GenerationRequest] = []
-        origin: list[tuple[int, int]] = []  # expanded request -> (request index, context)
+        parts = []  # (request index, context, sub-request)
         for i, req in enumerate(requests):
             contexts = _contexts(req.example, cfg)
             rng = random.Random(f"{sampling.seed}:{req.example.id}:{i}")
             counts = draw_counts(cfg.num_contexts, cfg.per_context, cfg.p_dropout, rng)
             counts[0] += sum(counts[1 + len(contexts):])  # contexts the example lacks: sampled plainly
             for c, n in enumerate(counts[: 1 + len(contexts)]):
-                if n > 0:
-                    ex = req.example if c == 0 else _with_context(req.example, cfg.template, contexts[c - 1])
-                    expanded.append(replace(req, example=ex, n=n))
-                    origin.append((i, c))
+                if n > 0:  # a chat prompt: the condition joins its last message
+                    ex = req.example if c == 0 else rewrite_prompt(
+                        req.example, lambda text, h=contexts[c - 1]: cfg.template.format(prompt=text, context=h))
+                    parts.append((i, c, replace(req, example=ex, n=n)))
         plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
-        out: list[Completion] = []
-        for comp in self.inner.generate(expanded, sampling):
-            i, c = origin[comp.group]
-            if c:
-                fields = {k: getattr(comp, k) for k in comp.__dataclass_fields__}
-                fields.update(group=i, context=c, plain_prompt_ids=list(plain_ids[i]))
-                out.append(ContextCompletion(**fields))
-            else:
-                out.append(replace(comp, group=i))
+        out: list[Completion] = [
+            as_subclass(comp, ContextCompletion, context=c, plain_prompt_ids=list(plain_ids[comp.group])) if c
+            else comp for comp, c in generate_parts(self.inner, parts, sampling)]
         self._under += sum(getattr(c, "context", 0) > 0 for c in out)
         self._total += len(out)
         return out

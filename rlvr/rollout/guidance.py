@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
-from rlvr.rollout.base import encode_prompt
-from rlvr.rollout.wrappers import ENGINE_WRAPPERS
+from rlvr.rollout.base import encode_prompt, rewrite_prompt
+from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["GuidanceConfig", "GuidedCompletion", "GuidedEngine", "guided_rows", "guided_count", "guided_example",
            "build_guidance"]
@@ -55,11 +55,7 @@ def guided_count(n: int, fraction: float) -> int:
 def guided_example(ex: Example, hint_template: str) -> Example:
     """``ex`` with the formatted hint appended to its prompt text (or to its last chat message)."""
     hint = hint_template.format(answer=ex.answer, target=ex.sft_target)
-    if isinstance(ex.prompt, list):
-        msgs = [dict(m) for m in ex.prompt]
-        msgs[-1]["content"] = msgs[-1]["content"] + hint
-        return replace(ex, prompt=msgs)
-    return replace(ex, prompt=ex.prompt + hint)
+    return rewrite_prompt(ex, lambda text: text + hint)
 
 
 def guided_rows(completions: Sequence[Completion], mask: torch.Tensor) -> torch.Tensor:
@@ -82,27 +78,22 @@ class GuidedEngine:
         self.inner.sync_weights()
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
-        expanded: list[GenerationRequest] = []
-        origin: list[tuple[int, bool]] = []  # expanded request -> (request index, guided)
+        parts = []  # (request index, guided, sub-request); prefix, lengths and stops kept
         for i, req in enumerate(requests):
             k = guided_count(req.n, self.fraction)
             for n, guided in ((req.n - k, False), (k, True)):
                 if n > 0:
                     ex = guided_example(req.example, self.hint) if guided else req.example
-                    expanded.append(replace(req, example=ex, n=n))  # prefix, lengths and stops kept
-                    origin.append((i, guided))
+                    parts.append((i, guided, replace(req, example=ex, n=n)))
         plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
         out: list[Completion] = []
-        for comp in self.inner.generate(expanded, sampling):
-            i, guided = origin[comp.group]
+        for comp, guided in generate_parts(self.inner, parts, sampling):
+            ex = requests[comp.group].example
             if guided:
-                fields = {k: getattr(comp, k) for k in comp.__dataclass_fields__}
-                fields.update(prompt_ids=list(plain_ids[i]), group=i,
-                              hint=self.hint.format(answer=requests[i].example.answer,
-                                                    target=requests[i].example.sft_target))
-                out.append(GuidedCompletion(**fields))
+                out.append(as_subclass(comp, GuidedCompletion, prompt_ids=list(plain_ids[comp.group]),
+                                       hint=self.hint.format(answer=ex.answer, target=ex.sft_target)))
             else:
-                out.append(replace(comp, prompt_ids=list(plain_ids[i]), group=i))
+                out.append(replace(comp, prompt_ids=list(plain_ids[comp.group])))
         self._guided += sum(isinstance(c, GuidedCompletion) for c in out)
         self._total += len(out)
         return out

@@ -19,11 +19,11 @@ wrapper's state or metrics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 __all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
-           "base_engine", "engine_state", "load_engine_state", "engine_metrics"]
+           "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass"]
 
 # (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
 Build = Callable[[Any, Any, Any, Any, bool], Any]
@@ -139,3 +139,21 @@ def engine_metrics(engine: Any) -> dict[str, float]:
         if hasattr(w, "metrics"):
             out.update({f"engine/{k}": float(v) for k, v in w.metrics().items()})
     return out
+
+
+def generate_parts(inner: Any, parts: Sequence[tuple[int, Any, Any]], sampling: Any) -> list[tuple[Any, Any]]:
+    """For wrappers that split requests: ``parts`` holds ``(request index, tag, sub-request)``; all of them
+    are generated in one call to ``inner``, and each completion comes back with ``group`` set to its
+    original request's index, beside its part's tag."""
+    out = []
+    for comp in inner.generate([req for _, _, req in parts], sampling):
+        i, tag, _ = parts[comp.group]
+        out.append((replace(comp, group=i), tag))
+    return out
+
+
+def as_subclass(comp: Any, cls: type, **fields: Any) -> Any:
+    """``comp`` (a completion) as an instance of its subclass ``cls``, with ``fields`` set (a shallow copy)."""
+    values = {k: getattr(comp, k) for k in comp.__dataclass_fields__}
+    values.update(fields)
+    return cls(**values)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rlvr.train.loop import step_seed
-from rlvr.train.sft import sft
+from rlvr.train.sft import sft, sft_rows
 
 __all__ = ["interleaved_sft"]
 
@@ -34,13 +34,14 @@ def interleaved_sft(cfg: Any, model, tokenizer, task) -> Callable[[int], dict[st
         raise ValueError(f"sft.interleave_every={every}: the task's {split!r} split has no reference completions "
                          "(Example.sft_target) to train on")
     lr = cfg.sft.interleave_lr or cfg.sft.lr
+    rows = sft_rows(tokenizer, examples, cfg.model.chat_template)  # tokenised once, trained on every phase
 
     def phase(step: int) -> dict[str, float]:
         if (step + 1) % every:
             return {}
         losses = sft(model, tokenizer, examples, cfg.sft.interleave_steps, cfg.sft.batch_size, lr,
                      seed=step_seed(cfg.seed, step, salt=7), chat_template=cfg.model.chat_template,
-                     micro_batch_size=cfg.train.micro_batch_size, schedule="constant")
+                     micro_batch_size=cfg.train.micro_batch_size, schedule="constant", rows=rows)
         return {"sft/loss": sum(losses) / len(losses), "sft/steps": float(len(losses))}
 
     return phase

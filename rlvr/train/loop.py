@@ -177,7 +177,8 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
     coef = c.kl.coef_at(step) if c.kl is not None else cfg.algorithm.kl.coef
     s = settings(cfg, coef, step, c.algo_state.get("algorithm.objective"))
     batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id).to(c.device)
-    batch = with_plain_context(batch, ro.completions, c.tokenizer.pad_token_id)  # (rollout.contexts)
+    if "context_logp" in s.traits:  # a loss term trains under the plain prompts too
+        batch = with_plain_context(batch, ro.completions, c.tokenizer.pad_token_id)
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     needs = step_needs(cfg, c, step)
     extras = {}

@@ -17,7 +17,7 @@ from rlvr.core.types import Completion, Example
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.rollout.base import encode_prompt
 
-__all__ = ["sft", "warmup_cosine"]
+__all__ = ["sft", "sft_rows", "warmup_cosine"]
 
 
 def warmup_cosine(warmup: int, total: int, floor: float = 0.1) -> Callable[[int], float]:
@@ -29,7 +29,8 @@ def warmup_cosine(warmup: int, total: int, floor: float = 0.1) -> Callable[[int]
     return f
 
 
-def _rows(tokenizer, examples: Sequence[Example], chat: bool) -> list[Completion]:
+def sft_rows(tokenizer, examples: Sequence[Example], chat: bool) -> list[Completion]:
+    """Each example as ``prompt + target + eos``, the target and eos the completion trained on."""
     rows = []
     for ex in examples:
         p = encode_prompt(tokenizer, ex.prompt, chat)
@@ -41,13 +42,15 @@ def _rows(tokenizer, examples: Sequence[Example], chat: bool) -> list[Completion
 def sft(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: int, lr: float,
         warmup_steps: int = 0, seed: int = 0, chat_template: bool = False, micro_batch_size: int = 256,
         on_step: Callable[[int, float], None] | None = None,
-        stop: Callable[[], bool] | None = None, schedule: str = "warmup_cosine") -> list[float]:
+        stop: Callable[[], bool] | None = None, schedule: str = "warmup_cosine",
+        rows: Sequence[Completion] | None = None) -> list[float]:
     """Train ``steps`` steps on ``examples``; returns the loss of each step. ``stop()`` is asked after each
     step; when it is true training ends there (the losses so far are returned). ``schedule``:
-    ``warmup_cosine`` (the warm-up's) or ``constant`` (the interleaved phases')."""
+    ``warmup_cosine`` (the warm-up's) or ``constant`` (the interleaved phases'). ``rows``: the examples
+    already tokenised (:func:`sft_rows`), for callers that train on them again and again."""
     if steps == 0:
         return []
-    rows = _rows(tokenizer, examples, chat_template)
+    rows = list(rows) if rows is not None else sft_rows(tokenizer, examples, chat_template)
     rng = random.Random(seed)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     shape = warmup_cosine(warmup_steps, steps) if schedule == "warmup_cosine" else (lambda i: 1.0)

@@ -18,7 +18,7 @@ import torch
 from rlvr.algorithms.loss_terms.base import term_weight
 from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_ESTIMATORS, LOSS_TERMS, OBJECTIVES,
                                      AggregationInputs, CorrectionInputs, ObjectiveInputs, aggregate, call,
-                                     objective_loss_shape, row_coefficients)
+                                     loss_term_shape, objective_loss_shape, row_coefficients)
 from rlvr.config import AlgorithmConfig
 from rlvr.core.batch import RolloutBatch
 from rlvr.models.logprobs import CompletionLogprobs, completion_logprobs
@@ -170,8 +170,7 @@ def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateS
             plain, _ = module(micro.context, s.temperature, s.chunk_tokens)
             inputs = replace(inputs, extras={**inputs.extras, "context_logp": plain})
         tok, metrics = entry.fn(inputs, comp.params)
-        if tok.shape != inputs.mask.shape:
-            raise ValueError(f"loss term {comp.name!r} returned shape {tuple(tok.shape)}, not {tuple(inputs.mask.shape)}")
+        tok = loss_term_shape(entry, tok, inputs.mask)
         label = comp.name if names.count(comp.name) == 1 else f"{comp.name}.{i}"
         meter.tokens(f"loss_term/{label}", tok, inputs.mask)
         meter.scalars[f"loss_term/{label}_weight"].append(weight)
