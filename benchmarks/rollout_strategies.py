@@ -1,11 +1,12 @@
 """Every rollout strategy against plain sampling on the demo task at an equal rollout budget, via ``rlvr compare``.
 
 Variants (recipes): ``grpo`` (plain sampling, the baseline), ``spec_rl`` (G1, speculative reuse of the
-previous epoch's completions), ``latr`` (G2, lookahead tree rollouts) and ``mu_grpo`` (G7, four generation
-stages with the relaxed clip and veto). Each runs ``--steps`` RL steps per seed from the demo's own SFT
+previous epoch's completions), ``latr`` (G2, lookahead tree rollouts), ``rose`` (G4, groups grown by
+branching at semantically uncertain tokens, segment-level tree advantages; with the recipe's dynamic sampling)
+and ``mu_grpo`` (G7, four generation stages with the relaxed clip and veto). Each runs ``--steps`` RL steps per seed from the demo's own SFT
 warm-up, with the demo's budget per step; ``rlvr compare`` checks the budgets are equal and writes
 ``OUT/report.html``. Printed per variant: completion tokens generated per step (mean over steps and seeds;
-SPEC-RL counts only the tokens it sampled, not those it reused), RL seconds per run, and held-out avg@4 after
+SPEC-RL and ROSE count only the tokens they sampled, not those they reused), RL seconds per run, and held-out avg@4 after
 RL with its 95% interval over seeds.
 
     python benchmarks/rollout_strategies.py --out runs/strategies                 # 3 seeds x 200 steps
@@ -24,14 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlvr.compare import make_variants, run_compare  # noqa: E402
 
-VARIANTS = ["grpo", "spec_rl", "latr", "mu_grpo"]
+VARIANTS = ["grpo", "spec_rl", "latr", "rose", "mu_grpo"]
 
 
 def tokens_per_step(run_dir: Path) -> float:
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     # SPEC-RL reports the tokens it sampled (reused prefixes excluded); the others: completions x mean length
-    per = [m.get("engine/spec_rl/generated_tokens", m["rollouts/spent"] * m["generated/completion_length"])
-           for m in rows]
+    # ROSE: its reused prefixes too
+    per = [m.get("engine/spec_rl/generated_tokens", m["rollouts/spent"] * m["generated/completion_length"]
+                 - m.get("engine/rose/reused_tokens", 0.0)) for m in rows]
     return statistics.mean(per)
 
 

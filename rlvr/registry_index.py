@@ -34,6 +34,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "poise": "rlvr.algorithms.advantages.poise",
         "reinforce_pp": "rlvr.algorithms.advantages.reinforce_pp",
         "rloo": "rlvr.algorithms.advantages.rloo",
+        "rose": "rlvr.algorithms.advantages.rose",
         "turn_grpo": "rlvr.algorithms.advantages.turn_grpo",
         "vimpo": "rlvr.algorithms.advantages.vimpo",
     },
@@ -148,6 +149,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     "rollout strategy": {
         "latr": "rlvr.rollout.latr",
         "plain": "rlvr.rollout.strategies",
+        "rose": "rlvr.rollout.rose",
         "spec_rl": "rlvr.rollout.spec_rl",
     },
     "task": {

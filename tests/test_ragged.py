@@ -37,6 +37,11 @@ EXTRA_FIXTURES = {
     # ROUGE-L F in [0, 1] per row, -1 where the example has no reference
     "reference_rouge_l": lambda n, g: torch.where(torch.rand(n, generator=g) < 0.3, -1.0, torch.rand(n, generator=g)),
     "context_index": lambda n, g: torch.randint(0, 3, (n, 1), generator=g).float().expand(n, T).contiguous(),
+    "tree_node": lambda n, g: torch.arange(1, n + 1).float()[:, None].expand(n, T).contiguous(),  # 1..n per row
+    # a node's parent is an earlier node or 0 (a root); it branched at a position inside the completion
+    "tree_parent": lambda n, g: (torch.rand(n, generator=g) * torch.arange(n)).floor()[:, None].expand(n, T)
+    .contiguous(),
+    "tree_branch": lambda n, g: torch.randint(0, T, (n, 1), generator=g).float().expand(n, T).contiguous(),
     "belief_progress": lambda n, g: torch.randn(n, T, generator=g),  # gains in log-prob, either sign
     # segments 1, 2, ... along each row (a new one wherever a coin flip says so)
     "belief_segment": lambda n, g: 1 + (torch.rand(n, T, generator=g) < 0.4).float().cumsum(1),

@@ -50,6 +50,11 @@ EXTRAS = {
                          "(Example.target); -1 where the example has none (no model pass)",
     "context_index": "[N, T] the strategy context each row was sampled under (rollout.contexts: 1, 2, ...; 0 "
                      "plain) on its tokens (no model pass)",
+    "tree_node": "[N, T] the row's node in its group's rollout tree (rollout.strategy rose: 1, 2, ... in creation "
+                 "order; 0 not a tree row), constant along the row (no model pass)",
+    "tree_parent": "[N, T] the node of the row's parent in the tree (0: a root), constant along the row",
+    "tree_branch": "[N, T] the completion position the row branched from its parent at (its reused prefix "
+                   "length; 0 for a root), constant along the row",
     "belief_progress": "[N, T] the gain in the policy's mean log-prob of the gold answer (after "
                        "algorithm.belief.suffix) over the token's segment: b_k - b_{k-1} (GRPO-VPS)",
     "belief_segment": "[N, T] the segment (1, 2, ...) each completion token belongs to in the belief probe; 0 on "

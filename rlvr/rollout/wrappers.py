@@ -153,7 +153,13 @@ def generate_parts(inner: Any, parts: Sequence[tuple[int, Any, Any]], sampling: 
 
 
 def as_subclass(comp: Any, cls: type, **fields: Any) -> Any:
-    """``comp`` (a completion) as an instance of its subclass ``cls``, with ``fields`` set (a shallow copy)."""
-    values = {k: getattr(comp, k) for k in comp.__dataclass_fields__}
-    values.update(fields)
-    return cls(**values)
+    """``comp`` (a completion) as an instance of its subclass ``cls``, with ``fields`` set (a shallow copy).
+    Fields of ``comp``'s own subclass that ``cls`` lacks stay on the copy as attributes (a tree completion
+    that a guidance wrapper marks keeps its tree fields)."""
+    own = {k: getattr(comp, k) for k in comp.__dataclass_fields__}
+    own.update(fields)
+    out = cls(**{k: v for k, v in own.items() if k in cls.__dataclass_fields__})
+    for k, v in own.items():
+        if k not in cls.__dataclass_fields__:
+            setattr(out, k, v)
+    return out

@@ -250,6 +250,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.rollout.contexts import context_rows
 
         out["context_index"] = context_rows(completions, batch.completion_mask)
+    if needs & {"tree_node", "tree_parent", "tree_branch"}:  # set by the rose rollout strategy (no model pass)
+        from rlvr.rollout.rose import tree_rows
+
+        out.update(tree_rows(completions, batch.completion_mask))
     if "guided" in needs:  # flags set by the guidance engine wrapper (no model pass)
         from rlvr.rollout.guidance import guided_rows
 
