@@ -46,6 +46,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "ha_dw": "rlvr.algorithms.transforms.ha_dw",
         "mcpo_weight": "rlvr.algorithms.transforms.mcpo_weight",
         "pair_weight": "rlvr.algorithms.transforms.pair_weight",
+        "reject_guided": "rlvr.algorithms.transforms.icpo",
         "rlrt": "rlvr.algorithms.transforms.rlrt",
         "rlrt_decision": "rlvr.algorithms.transforms.rlrt",
         "rlsd": "rlvr.algorithms.transforms.cepo",
@@ -100,6 +101,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "f_grpo": "rlvr.algorithms.objectives.f_grpo",
         "gspo": "rlvr.algorithms.objectives.gspo",
         "gspo_token": "rlvr.algorithms.objectives.gspo_token",
+        "icpo": "rlvr.algorithms.objectives.icpo",
         "maspo": "rlvr.algorithms.objectives.maspo",
         "mcpo": "rlvr.algorithms.objectives.mcpo",
         "oc_grpo": "rlvr.algorithms.objectives.oc_grpo",
@@ -127,6 +129,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     "reward transform": {
         "cde": "rlvr.algorithms.transforms.cde",
         "fgrpo": "rlvr.algorithms.transforms.fgrpo",
+        "icpo_bonus": "rlvr.algorithms.transforms.icpo",
         "kl_penalty": "rlvr.algorithms.transforms.kl_penalty",
         "lens": "rlvr.algorithms.transforms.lens",
         "noise_backward": "rlvr.algorithms.transforms.noise",

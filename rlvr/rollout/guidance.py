@@ -9,13 +9,16 @@ keeps the engine's behaviour log-probs, taken under the guided context, and is a
 (its ``guided`` extra is 1). The hint goes at the end of the prompt text (inside the user turn when a chat
 template applies; appended to the last message of a chat prompt).
 
-With an empty hint the wrapped engine sees exactly the rows it would have seen unwrapped, in the same order,
-so the completions are identical. Metrics (``engine/guided_frac``): guided completions / all, since the
-last report.
+With ``demos`` > 0 (ICPO, :mod:`rlvr.rollout.demos`), a guided prompt also opens with that many
+in-context demonstrations drawn from a pool, and its question is put in ``question_format``; the hint, if
+any, still follows. With an empty hint and no demos the wrapped engine sees exactly the rows it would have
+seen unwrapped, in the same order, so the completions are identical. Metrics (``engine/guided_frac``):
+guided completions / all, since the last report.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -24,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.rollout.base import encode_prompt, rewrite_prompt
+from rlvr.rollout.demos import DemoPool, icl_example
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["GuidanceConfig", "GuidedCompletion", "GuidedEngine", "guided_rows", "guided_count", "guided_example",
@@ -38,6 +42,15 @@ class GuidanceConfig(BaseModel):
                                                              "(round(fraction x n) completions; 0: off)")
     hint: str = Field(" {answer}\n", description="text appended to the prompt of guided rollouts ({answer}: "
                                                   "the gold answer, {target}: the reference solution)")
+    demos: int = Field(0, ge=0, description="in-context demonstrations opening each guided prompt (ICPO: 1; 0: none)")
+    demo_path: str | None = Field(None, description="JSONL of demonstrations (prompt, target/solution/answer); "
+                                                    "default: the training examples seen so far")
+    pool_size: int = Field(75000, gt=0, description="most seen examples kept as demonstrations (oldest dropped)")
+    demo_format: str = Field("Question: {prompt}\nAnswer: {target}", description="one demonstration ({prompt}, "
+                                                                                   "{target})")
+    demo_separator: str = Field("\n\n\n", description="between demonstrations and before the question")
+    question_format: str = Field("Question: {prompt}\nAnswer:", description="the question after the "
+                                                                             "demonstrations ({prompt})")
 
 
 @dataclass
@@ -69,21 +82,33 @@ class GuidedEngine:
 
     name = "guidance"
 
-    def __init__(self, inner: Any, tokenizer, fraction: float, hint: str, chat_template: bool = False):
+    def __init__(self, inner: Any, tokenizer, fraction: float, hint: str, chat_template: bool = False,
+                 cfg: GuidanceConfig | None = None):
         self.inner, self.tokenizer = inner, tokenizer
         self.fraction, self.hint, self.chat_template = fraction, hint, chat_template
+        self.cfg = cfg or GuidanceConfig(fraction=fraction, hint=hint)
+        self.pool = DemoPool(self.cfg.demo_path, self.cfg.pool_size) if self.cfg.demos else None
         self._guided, self._total = 0, 0
+
+    def _guided_example(self, i: int, ex: Example, seed: int | None) -> Example:
+        if self.pool is not None:
+            c = self.cfg
+            shots = self.pool.draw(c.demos, ex.id, random.Random(f"{seed}:{ex.id}:{i}"))
+            ex = icl_example(ex, shots, c.demo_format, c.demo_separator, c.question_format)
+        return guided_example(ex, self.hint)
 
     def sync_weights(self) -> None:
         self.inner.sync_weights()
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
         parts = []  # (request index, guided, sub-request); prefix, lengths and stops kept
+        if self.pool is not None:
+            self.pool.see([r.example for r in requests])
         for i, req in enumerate(requests):
             k = guided_count(req.n, self.fraction)
             for n, guided in ((req.n - k, False), (k, True)):
                 if n > 0:
-                    ex = guided_example(req.example, self.hint) if guided else req.example
+                    ex = self._guided_example(i, req.example, sampling.seed) if guided else req.example
                     parts.append((i, guided, replace(req, example=ex, n=n)))
         plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
         out: list[Completion] = []
@@ -104,14 +129,15 @@ class GuidedEngine:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {}
+        return {} if self.pool is None else {"demos": self.pool.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        return None
+        if self.pool is not None:
+            self.pool.load_state_dict(state.get("demos", {}))
 
 
 @ENGINE_WRAPPERS.register("guidance", order=100)
 def build_guidance(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> GuidedEngine | None:
     """Guided prompts for ``rollout.guidance.fraction`` of each group (inside parameter noise)."""
     g = rollout_cfg.guidance
-    return GuidedEngine(engine, tokenizer, g.fraction, g.hint, chat_template) if g.fraction > 0 else None
+    return GuidedEngine(engine, tokenizer, g.fraction, g.hint, chat_template, g) if g.fraction > 0 else None
