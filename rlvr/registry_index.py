@@ -83,6 +83,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     },
     "loss term": {
         "context_distill": "rlvr.algorithms.loss_terms.context_distill",
+        "mutual_learning": "rlvr.algorithms.loss_terms.mutual_learning",
         "self_distill": "rlvr.algorithms.loss_terms.self_distill",
         "sft": "rlvr.algorithms.loss_terms.sft",
     },

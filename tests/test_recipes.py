@@ -26,10 +26,11 @@ def test_recipe_set_and_metadata():
 # every recipe on the tiny model with a binary reward (the parity of the completion's character codes), so
 # groups hold both labels and correctness-driven methods (dynamic sampling, DARS, contrastive objectives)
 # have signal; TAC samples over domains, so it gets a mixture of two copies of the task (the data file
-# tiny_overrides writes); NudgeRL's groups of 2 contexts x per_context match the tiny group size of 4
+# tiny_overrides writes); NudgeRL's groups of 2 contexts x per_context (MEML-GRPO's 4 x per_context) match the
+# tiny group size of 4
 def _recipe_overrides(name: str, tmp_path) -> list[str]:
-    if name == "nudge_rl":
-        return list(BINARY) + ["rollout.contexts.per_context=2"]
+    if name in ("nudge_rl", "meml_grpo"):
+        return list(BINARY) + [f"rollout.contexts.per_context={2 if name == 'nudge_rl' else 1}"]
     if name != "tac":
         return list(BINARY)
     sub = (f"{{name: jsonl, train_path: {tmp_path / 'data.jsonl'}, eval_fraction: 0.25, "

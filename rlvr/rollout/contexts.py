@@ -18,6 +18,11 @@ extra ``context_index`` gives each row's context to the ``nudge`` advantage. An 
 samples the missing contexts' draws plainly. The draws are seeded by (the step's sampling seed, example id),
 so a resumed run draws what the uninterrupted one did. Evaluation samples plainly (the wrapper is for
 training). Metric ``engine/context_frac``: completions under a context / all.
+
+With ``peers`` (MEML-GRPO's mutual learning, :mod:`rlvr.algorithms.loss_terms.mutual_learning`) a context
+completion carries a peer context's prompt instead of the plain one: the k-th completion of context c is
+read under the (k mod (M' - 1))-th of the request's other contexts (M' of them), so the completions of one
+expert are spread over all the others.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ class ContextsConfig(BaseModel):
     source: str = Field("hints", description="Example.meta key holding the example's contexts (a list of strings)")
     fallback: list[str] = Field(default_factory=list, description="contexts for examples without their own")
     template: str = Field(TEMPLATE, description="the prompt under a context ({prompt}, {context})")
+    peers: bool = Field(False, description="context completions carry a peer context's prompt, not the plain one "
+                                           "(MEML-GRPO's mutual learning)")
 
 
 @dataclass
@@ -105,9 +112,20 @@ class ContextEngine:
                         req.example, lambda text, h=contexts[c - 1]: cfg.template.format(prompt=text, context=h))
                     parts.append((i, c, replace(req, example=ex, n=n)))
         plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
-        out: list[Completion] = [
-            as_subclass(comp, ContextCompletion, context=c, plain_prompt_ids=list(plain_ids[comp.group])) if c
-            else comp for comp, c in generate_parts(self.inner, parts, sampling)]
+        under = {(i, c): req.example for i, c, req in parts if c}  # each request's context prompts
+        seen: dict[tuple[int, int], int] = {}
+        out: list[Completion] = []
+        for comp, c in generate_parts(self.inner, parts, sampling):
+            if not c:
+                out.append(comp)
+                continue
+            ids = plain_ids[comp.group]
+            if cfg.peers:
+                others = sorted(k for (i, k) in under if i == comp.group and k != c)
+                k = seen[comp.group, c] = seen.get((comp.group, c), -1) + 1
+                ids = (encode_prompt(self.tokenizer, under[comp.group, others[k % len(others)]].prompt,
+                                     self.chat_template) if others else ids)
+            out.append(as_subclass(comp, ContextCompletion, context=c, plain_prompt_ids=list(ids)))
         self._under += sum(getattr(c, "context", 0) > 0 for c in out)
         self._total += len(out)
         return out

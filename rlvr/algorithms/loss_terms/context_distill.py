@@ -26,8 +26,15 @@ from rlvr.lazy import torch
 __all__ = ["context_distill"]
 
 
+def _check(cfg, p: LossTermParams) -> list[str]:
+    if cfg.rollout.contexts.peers:
+        return ["trains the context completions under the plain prompt, which rollout.contexts.peers replaces "
+                "with a peer context's prompt; set peers false"]
+    return []
+
+
 @LOSS_TERMS.register("context_distill", LossTermParams, needs=("context_index",), traits=("context_logp",),
-                     active=term_active)
+                     active=term_active, check=_check)
 def context_distill(x: ObjectiveInputs, p: LossTermParams) -> ObjectiveOutput:
     """-A * mean_t log pi(y_t | plain prompt) on the completions sampled under a strategy context."""
     plain = x.extras["context_logp"]

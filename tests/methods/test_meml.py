@@ -1,0 +1,103 @@
+"""MEML-GRPO (H4, RECONSTRUCTED): expert prompts with peers, the pooled advantage, the best expert, the
+mutual-learning term.
+
+The METHODS H4 oracle (pooled advantages give the all-wrong expert a signal; e* = the expert that solved it);
+the best-expert rule (first on ties, none at accuracy 0, plain rows never); the term's value and gradient by
+hand with the e* side detached; the contexts wrapper spreads each expert's completions over its peers'
+prompts; the recipe trains; config errors."""
+
+import math
+
+import pytest
+import torch
+
+from rlvr.algorithms.loss_terms.mutual_learning import MutualLearningParams, best_expert_rows, mutual_learning
+from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs, ObjectiveInputs
+from rlvr.config import ConfigError, load_config
+from rlvr.core.types import Example, GenerationRequest, SamplingParams
+from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
+from rlvr.rollout import HFEngine
+from rlvr.rollout.base import encode_prompt
+from rlvr.rollout.contexts import ContextCompletion, ContextEngine, ContextsConfig
+from tests.methods.helpers import run_recipe_steps
+from tests.methods.seed_support import BINARY
+
+
+def test_the_pooled_advantage_oracle_and_the_best_expert():
+    # K = 2, G = 4: expert A (context 1) rewards [0, 0], expert B (context 2) [1, 0]
+    rewards = torch.tensor([0.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    groups = torch.zeros(4, dtype=torch.long)
+    grpo = ADVANTAGES.get("grpo")
+    adv = grpo.fn(AdvantageInputs(rewards, groups), grpo.params(std="population"))
+    assert adv[:2].tolist() == pytest.approx([-0.25 / math.sqrt(0.1875)] * 2, abs=1e-5)  # -0.577 (eps 1e-6)
+    per_expert_a = grpo.fn(AdvantageInputs(rewards[:2], groups[:2]), grpo.params(std="population"))
+    assert per_expert_a.abs().sum() == 0  # on its own, A's group says nothing
+    ctx = torch.tensor([1.0, 1.0, 2.0, 2.0])
+    assert best_expert_rows(rewards, groups, ctx).tolist() == [False, False, True, False]  # e* = B, its correct row
+
+
+def test_the_best_expert_rule():
+    r = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0])
+    g = torch.tensor([0, 0, 0, 0, 1, 1, 2, 2, 2, 2])
+    ctx = torch.tensor([1.0, 1.0, 2.0, 2.0, 1.0, 2.0, 0.0, 0.0, 1.0, 2.0])
+    # group 0: a tie at 1/2 -> the first expert; group 1: nobody solved it; group 2: only plain rows solved it
+    assert best_expert_rows(r, g, ctx).tolist() == [True] + [False] * 9
+    assert best_expert_rows(torch.tensor([0.6, 0.4]), torch.tensor([0, 0]), torch.tensor([1.0, 2.0]),
+                            correct_at=0.5).tolist() == [True, False]
+
+
+def test_the_term_pulls_peers_toward_the_best_experts_correct_rows():
+    logp = torch.tensor([[-0.5, -0.7, 0.0], [-1.0, -1.0, -1.0], [-0.2, -0.3, -0.4]], requires_grad=True)
+    peer = torch.tensor([[-2.0, -1.5, 0.0], [-3.0, -3.0, -3.0], [-0.9, -0.9, -0.9]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    ctx = torch.tensor([[2.0, 2.0, 0.0], [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
+    x = ObjectiveInputs(logp, logp.detach(), torch.zeros(3, 3), mask, rewards=torch.tensor([1.0, 0.0, 0.0]),
+                        group_index=torch.zeros(3, dtype=torch.long),
+                        extras={"context_logp": peer, "context_index": ctx})
+    loss, m = mutual_learning(x, MutualLearningParams())
+    # row 0 is e*'s (expert 2, accuracy 1/2 > expert 1's 0) correct row: mean_t (own - peer) over its 2 tokens
+    assert loss.detach()[0].tolist() == pytest.approx([1.5 / 2, 0.8 / 2, 0.0])
+    assert loss.detach()[1:].abs().sum() == 0
+    loss.sum().backward()
+    assert peer.grad[0].tolist() == pytest.approx([-0.5, -0.5, 0.0]) and peer.grad[1:].abs().sum() == 0
+    assert logp.grad is None or logp.grad.abs().sum() == 0  # the e* side is detached
+    assert m["pulled_frac"][:, 0].tolist() == [1.0, 0.0, 0.0]
+
+
+def test_peers_spread_each_experts_completions_over_the_other_experts():
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)
+    experts = ["use algebra.", "write code.", "check steps."]
+    cfg = ContextsConfig(num_contexts=3, per_context=2, p_dropout=0.0, fallback=experts, peers=True,
+                         template="{context} {prompt}")
+    eng = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg)
+    out = eng.generate([GenerationRequest(Example("a", "1+2=", "3"), 6)], SamplingParams(max_new_tokens=2, seed=0))
+    assert all(isinstance(c, ContextCompletion) for c in out) and sorted(c.context for c in out) == [1, 1, 2, 2, 3, 3]
+    prompt_of = {k + 1: encode_prompt(tok, f"{e} 1+2=") for k, e in enumerate(experts)}
+    for c in out:
+        assert c.prompt_ids == prompt_of[c.context]
+    peers = {ctx: [next(k for k, ids in prompt_of.items() if ids == c.plain_prompt_ids) for c in out
+                   if c.context == ctx] for ctx in (1, 2, 3)}
+    assert peers == {1: [2, 3], 2: [1, 3], 3: [1, 2]}
+    plain = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg.model_copy(update={"peers": False}))
+    out = plain.generate([GenerationRequest(Example("a", "1+2=", "3"), 6)], SamplingParams(max_new_tokens=2, seed=0))
+    assert all(c.plain_prompt_ids == encode_prompt(tok, "1+2=") for c in out)
+
+
+def test_the_recipe_trains_two_steps(tmp_path):
+    out = run_recipe_steps("meml_grpo", tmp_path, overrides=BINARY + ["rollout.group_size=4",
+                                                                      "rollout.contexts.per_context=1"])
+    for m in out["metrics"]:
+        assert all(math.isfinite(v) for v in m.values() if isinstance(v, float)), m
+        assert m["engine/context_frac"] == 1.0 and "loss_term/mutual_learning" in m
+    assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
+
+
+@pytest.mark.parametrize("recipe, bad, match", [
+    ("meml_grpo", ["rollout.contexts.peers=false"], "peers true"),
+    ("meml_grpo", ["rollout.contexts.num_contexts=1", "rollout.contexts.per_context=8"], "num_contexts >= 2"),
+    ("nudge_rl", ["rollout.contexts.peers=true"], "set peers false"),
+])
+def test_bad_settings_are_config_errors(recipe, bad, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(recipe=recipe, overrides=bad)
