@@ -1,5 +1,5 @@
 """Sections of the run config that name no registered component (so they need no registry to validate):
-DAPO's dynamic sampling and overlong handling, GRPO-VPS's belief probe."""
+DAPO's dynamic sampling and overlong handling, GRPO-VPS's belief probe, the critic (value model)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig"]
+__all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig", "CriticConfig"]
 
 
 class _Section(BaseModel):
@@ -47,3 +47,21 @@ class BeliefConfig(_Section):
                                                               "answer whose log-probability is the belief")
     max_segments: int = Field(16, gt=0, description="segments probed per completion at most (more are merged, "
                                                     "keeping every k-th boundary and the last)")
+
+
+class CriticConfig(_Section):
+    """The value model (rlvr.train.critic): a copy of the policy's trunk with ``heads`` linear value heads,
+    trained beside the policy on the returns of the advantage estimator that reads its values (``gae``)."""
+
+    heads: int = Field(0, ge=0, description="value heads (0: no critic; 1: PPO's critic; K > 1: bootstrapped "
+                                            "heads, whose spread is CDE's critic bonus)")
+    lr: float = Field(1e-5, gt=0.0, description="the critic's AdamW learning rate (verl: 1e-5)")
+    weight_decay: float = Field(0.0, ge=0.0, description="the critic's AdamW weight decay")
+    value_clip: float | None = Field(0.5, gt=0.0, description="clip new values to old +- this in the loss (verl's "
+                                                              "cliprange_value; null: no clip)")
+    epochs: int = Field(1, gt=0, description="passes over each step's batch")
+    minibatches: int = Field(1, gt=0, description="optimizer steps per pass")
+    bootstrap: float = Field(1.0, gt=0.0, le=1.0, description="chance a completion trains each head (CDE's "
+                                                              "bootstrap masks; 1: every head sees every row)")
+    max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip the critic's gradient norm (null: off)")
+    init_std: float = Field(0.02, ge=0.0, description="std of the value heads' initial weights (bias 0)")

@@ -27,6 +27,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "dgpo": "rlvr.algorithms.advantages.dgpo",
         "dr_grpo": "rlvr.algorithms.advantages.dr_grpo",
         "fixed_baseline": "rlvr.algorithms.advantages.fixed_baseline",
+        "gae": "rlvr.algorithms.advantages.gae",
         "grpo": "rlvr.algorithms.advantages.grpo",
         "lampo": "rlvr.algorithms.advantages.lampo",
         "ngrpo": "rlvr.algorithms.advantages.ngrpo",

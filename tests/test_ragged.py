@@ -42,6 +42,8 @@ EXTRA_FIXTURES = {
     "tree_parent": lambda n, g: (torch.rand(n, generator=g) * torch.arange(n)).floor()[:, None].expand(n, T)
     .contiguous(),
     "tree_branch": lambda n, g: torch.randint(0, T, (n, 1), generator=g).float().expand(n, T).contiguous(),
+    "values": lambda n, g: torch.randn(n, T, generator=g),  # a critic's values, either sign
+    "values_std": lambda n, g: torch.rand(n, T, generator=g),  # spreads >= 0
     "belief_progress": lambda n, g: torch.randn(n, T, generator=g),  # gains in log-prob, either sign
     # segments 1, 2, ... along each row (a new one wherever a coin flip says so)
     "belief_segment": lambda n, g: 1 + (torch.rand(n, T, generator=g) < 0.4).float().cumsum(1),

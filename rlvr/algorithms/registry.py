@@ -55,6 +55,9 @@ EXTRAS = {
     "tree_parent": "[N, T] the node of the row's parent in the tree (0: a root), constant along the row",
     "tree_branch": "[N, T] the completion position the row branched from its parent at (its reused prefix "
                    "length; 0 for a root), constant along the row",
+    "values": "[N, T] the critic's value of the state before each completion token, mean over its heads "
+              "(algorithm.critic)",
+    "values_std": "[N, T] the spread (population std) of the critic's heads at each token (0 with one head)",
     "belief_progress": "[N, T] the gain in the policy's mean log-prob of the gold answer (after "
                        "algorithm.belief.suffix) over the token's segment: b_k - b_{k-1} (GRPO-VPS)",
     "belief_segment": "[N, T] the segment (1, 2, ...) each completion token belongs to in the belief probe; 0 on "

@@ -6,6 +6,7 @@ Layout of ``RUN_DIR/checkpoints/step_000050/``::
     optimizer.safetensors   every tensor of the optimizer state, flattened to "state.<param>.<key>"
     optimizer_dcp/          instead, with FSDP: the sharded optimizer state (torch.distributed.checkpoint)
     rng.safetensors         torch CPU (and CUDA) generator states
+    critic*.safetensors     with algorithm.critic: the value model and its optimizer (rlvr.train.critic)
     state.json              step, optimizer param groups, scheduler, python RNG, sampler/stats state, extras
 
 Nothing is unpickled on load (except DCP's own metadata file in an FSDP run's ``optimizer_dcp/``). A checkpoint is written to a temporary folder and renamed into place, so a
@@ -77,10 +78,12 @@ def checkpoint_tmp(run_dir: str | Path, step: int) -> Path:
 
 def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer, scheduler,
                     state: dict[str, Any], keep: int = 2, fresh: bool = True,
-                    model_state: dict[str, torch.Tensor] | None = None) -> Path:
+                    model_state: dict[str, torch.Tensor] | None = None,
+                    write_extra: Callable[[Path], None] | None = None) -> Path:
     """Write the checkpoint of ``step``. ``optimizer=None``: its state is already in the temporary folder
     (FSDP's sharded ``optimizer_dcp/``, written by every rank), which ``fresh=False`` keeps;
-    ``model_state``: the weights to write instead of ``model.state_dict()`` (FSDP's gathered ones)."""
+    ``model_state``: the weights to write instead of ``model.state_dict()`` (FSDP's gathered ones);
+    ``write_extra(folder)`` writes more files into it (the critic's) before it is renamed into place."""
     root = Path(run_dir) / "checkpoints"
     final = root / f"step_{step:06d}"
     tmp = checkpoint_tmp(run_dir, step)
@@ -102,6 +105,8 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
             rng[f"torch_cuda_{i}"] = s
     save_file(rng, str(tmp / "rng.safetensors"))
+    if write_extra is not None:
+        write_extra(tmp)
     py_state = random.getstate()
     full = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(),
             "python_rng": [py_state[0], list(py_state[1]), py_state[2]], **state}

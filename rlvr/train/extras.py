@@ -13,7 +13,8 @@ prompt + hint + completion; ``teacher_kl`` a policy forward over each of prompt 
 prompt + hint + completion, keeping full-vocabulary logits per chunk; ``segment_end`` decodes each distinct
 completion token once (no model pass); ``belief_progress`` / ``belief_segment`` (together) one no-grad
 forward per segment boundary of each completion, prompt + prefix + suffix + gold answer
-(:mod:`rlvr.train.beliefs`).
+(:mod:`rlvr.train.beliefs`); ``values`` / ``values_std`` (together) one no-grad forward of the critic
+(:mod:`rlvr.train.critic`).
 
 Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
 divided by the training temperature (``algorithm.train_temperature``, default the rollout temperature) for
@@ -250,6 +251,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.rollout.contexts import context_rows
 
         out["context_index"] = context_rows(completions, batch.completion_mask)
+    if needs & {"values", "values_std"}:  # one no-grad forward of the critic (rlvr.train.critic)
+        if getattr(c, "critic", None) is None:
+            raise ValueError("a component reads the critic's values, but the run has no critic (algorithm.critic)")
+        out.update(c.critic.extras(dev))
     if needs & {"tree_node", "tree_parent", "tree_branch"}:  # set by the rose rollout strategy (no model pass)
         from rlvr.rollout.rose import tree_rows
 

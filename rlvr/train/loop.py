@@ -55,6 +55,7 @@ class Components:
     update_module: Any = None  # what the update's forward runs through (DDP over the log-probs); None: model
     rollouts: Any = None  # an asynchronous rollout producer (rlvr.train.pipeline); None: rollouts in line
     after_update: Any = None  # step -> metrics, run after each update (interleaved SFT, rlvr.train.interleave)
+    critic: Any = None  # the value model (rlvr.train.critic), trained after each update; None: no critic
 
     def __post_init__(self):
         if self.scorer is None:
@@ -205,6 +206,8 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
     upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen, c.world,
                         c.update_module) if batch.completion_mask.any() else {}
+    if c.critic is not None and batch.completion_mask.any():  # on the batch its values were read for
+        upd = {**upd, **c.critic.update(batch, step_seed(cfg.seed, step, salt=2))}
     if c.after_update is not None:  # before the engine takes the new weights
         upd = {**upd, **c.after_update(step)}
     c.engine.sync_weights()

@@ -108,7 +108,8 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
         weights = full_state_dict(c.update_module) if world.sharded else None  # FSDP: gathered onto rank 0
         if world.main:
             save_checkpoint(run_dir, step, c.model, c.tokenizer, None if world.sharded else c.optimizer,
-                            c.scheduler, state, keep, fresh=not world.sharded, model_state=weights)
+                            c.scheduler, state, keep, fresh=not world.sharded, model_state=weights,
+                            write_extra=c.critic.save if c.critic is not None else None)
         world.barrier()
 
     def on_step(step: int, m: dict[str, float]) -> None:

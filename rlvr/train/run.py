@@ -155,6 +155,8 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
         c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
         state = load_checkpoint(ckpt, c.optimizer, c.scheduler, sharded_loader(c))
         load_state(c, state)
+        if c.critic is not None:
+            c.critic.load(ckpt)
         extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds", "prompts")
                  if k in state}
         return _run_rl(cfg, run_dir, c, int(state["step"]), extra)

@@ -30,6 +30,7 @@ from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
 from rlvr.train.algo_state import AlgorithmState
+from rlvr.train.critic import build_critic
 from rlvr.train.distributed import World
 from rlvr.train.interleave import interleaved_sft
 from rlvr.train.kl_control import KLController
@@ -159,6 +160,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       algo_state=AlgorithmState(cfg), world=world,
                       update_module=update_module)
     c.after_update = interleaved_sft(cfg, model, tok, task)
+    c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
                                 lambda m: build_engine(cfg, m, tok, cfg.rollout.batch_size, training=True))
     return c
