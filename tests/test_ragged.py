@@ -42,6 +42,7 @@ EXTRA_FIXTURES = {
     "tree_parent": lambda n, g: (torch.rand(n, generator=g) * torch.arange(n)).floor()[:, None].expand(n, T)
     .contiguous(),
     "tree_branch": lambda n, g: torch.randint(0, T, (n, 1), generator=g).float().expand(n, T).contiguous(),
+    "step_useful_frac": lambda n, g: torch.rand(n, generator=g),  # a fraction per row
     "values": lambda n, g: torch.randn(n, T, generator=g),  # a critic's values, either sign
     "values_std": lambda n, g: torch.rand(n, T, generator=g),  # spreads >= 0
     "belief_progress": lambda n, g: torch.randn(n, T, generator=g),  # gains in log-prob, either sign

@@ -267,6 +267,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.envs.turns import turn_tensors
 
         out["turn_index"], out["turn_reward"] = (x.cpu() for x in turn_tensors(completions, batch.completion_mask))
+    if "step_useful_frac" in needs:  # from the texts (no model pass)
+        from rlvr.algorithms.transforms.scope import useful_fraction
+
+        out["step_useful_frac"] = torch.tensor([useful_fraction(comp.text) for comp in completions])
     if "reference_rouge_l" in needs:  # from the texts (no model pass)
         from rlvr.verifiers.textmetrics import rouge_l
 

@@ -1,0 +1,95 @@
+"""SCOPE-RL's correctness-gated process-shape reward (reward transform ``scope_shape``).
+
+"SCOPE-RL: Scaffolded Chain Optimization with Process Efficiency" (abstract in the seed list; code announced
+at ``tokencraft-lab/SCOPE-RL``, not available). METHODS H7, RECONSTRUCTED. Once the model solves a problem,
+the reward of its correct trajectories also reflects the shape of the process, and an incorrect one gets
+nothing whatever its shape:
+
+    r_i <- 1[correct_i] (1 - lambda_p + lambda_p shape_i)
+    shape_i = (useful_i + efficiency_i) / 2
+    useful_i     = the fraction of the completion's steps that are useful (extra ``step_useful_frac``)
+    efficiency_i = L_min / L_i,  L_min the shortest correct completion of the group (1 for the shortest)
+
+with ``correct`` the score component (else reward >= 1). Steps (:func:`split_steps`) are the completion's
+lines, a line with several sentences split at sentence ends; a step is useful when it is not a repeat of
+an earlier step (after lower-casing and collapsing spaces and punctuation) and brings a number or a word
+of three letters or more that no earlier step had. RECONSTRUCTED: the rule-based step checks (the paper
+scores useful-step density, redundant or erroneous steps and token efficiency, the checks themselves are
+not public), the equal weights and lambda_p's default. ``only_solved`` (default) applies the shape to
+groups with at least one correct member only, and leaves the other groups' rewards as they are (the paper's
+stage 1 handles unsolved problems with scaffolds, not implemented here). With lambda_p = 0 correct rows
+keep reward 1 and incorrect ones 0 (the gate alone). Metrics: ``shape_mean`` and ``useful_mean`` over
+correct rows.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
+from rlvr.registry import Params
+
+__all__ = ["ScopeShapeParams", "scope_shape", "split_steps", "useful_fraction"]
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_CONTENT = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]{3,}")
+
+
+class ScopeShapeParams(Params):
+    lambda_p: float = Field(0.3, ge=0.0, le=1.0, description="weight of the shape in a correct row's reward "
+                                                             "(not reported; a guess)")
+    only_solved: bool = Field(True, description="shape only groups with a correct member (others unchanged)")
+
+
+def split_steps(text: str) -> list[str]:
+    """The completion's steps: non-empty lines, each split at sentence ends."""
+    return [s.strip() for line in text.splitlines() for s in _SENTENCE.split(line) if s.strip()]
+
+
+def _norm(step: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", step.lower()).split())
+
+
+def useful_fraction(text: str) -> float:
+    """The fraction of useful steps (0 for a completion without steps)."""
+    steps = split_steps(text)
+    seen_steps: set[str] = set()
+    seen_content: set[str] = set()
+    useful = 0
+    for s in steps:
+        key = _norm(s)
+        content = {m.lower() for m in _CONTENT.findall(s)}
+        if key and key not in seen_steps and content - seen_content:
+            useful += 1
+        seen_steps.add(key)
+        seen_content |= content
+    return useful / len(steps) if steps else 0.0
+
+
+@REWARD_TRANSFORMS.register("scope_shape", ScopeShapeParams, needs=("step_useful_frac",))
+def scope_shape(inp: TransformInputs, p: ScopeShapeParams) -> TransformOutput:
+    """SCOPE-RL: a correct row's reward becomes 1 - lambda_p + lambda_p shape; an incorrect one's 0."""
+    r = inp.rewards.to(torch.float64)
+    dev = r.device
+    correct = inp.components.get("correct")
+    correct = ((correct if correct is not None else r).to(dev) >= 1.0)
+    useful = inp.extras["step_useful_frac"].to(device=dev, dtype=torch.float64).reshape(-1)[: len(r)]
+    lengths = inp.lengths.to(device=dev, dtype=torch.float64).clamp(min=1.0)
+    out = r.clone()
+    shapes, uses = [], []
+    for g in torch.unique(inp.group_index).tolist():
+        rows = (inp.group_index.to(dev) == g)
+        ok = rows & correct
+        if p.only_solved and not bool(ok.any()):
+            continue
+        l_min = lengths[ok].min() if bool(ok.any()) else torch.tensor(1.0, dtype=torch.float64, device=dev)
+        shape = 0.5 * (useful + l_min / lengths)
+        out[rows] = torch.where(correct[rows], 1.0 - p.lambda_p + p.lambda_p * shape[rows],
+                                torch.zeros_like(r[rows]))
+        shapes += shape[ok].tolist()
+        uses += useful[ok].tolist()
+    return out, {"shape_mean": sum(shapes) / len(shapes) if shapes else 0.0,
+                 "useful_mean": sum(uses) / len(uses) if uses else 0.0}
