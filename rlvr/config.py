@@ -24,7 +24,7 @@ from rlvr.config_errors import ConfigError, format_params_error, format_validati
 from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.config_plugins import import_plugins, read_config_file
 from rlvr.config_sections import BeliefConfig, CriticConfig, DynamicSamplingConfig, OverlongConfig
-from rlvr.config_train import TrainConfig
+from rlvr.config_train import SFTConfig, TrainConfig
 from rlvr.core import yaml_io
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
 from rlvr.rollout.contexts import ContextsConfig
@@ -197,17 +197,6 @@ class OptimConfig(Section):
     warmup_steps: int = Field(0, ge=0, description="linear warm-up optimizer steps")
     schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="decay after warm-up")
     max_grad_norm: float | None = Field(1.0, gt=0.0, description="gradient clipping norm (null: off)")
-
-
-class SFTConfig(Section):
-    steps: int = Field(600, ge=0, description="supervised warm-up steps before RL (0: none)")
-    batch_size: int = Field(64, gt=0, description="examples per SFT step")
-    lr: float = Field(3e-3, gt=0.0, description="SFT peak learning rate (cosine decay)")
-    warmup_steps: int = Field(20, ge=0, description="SFT linear warm-up steps")
-    interleave_every: int = Field(0, ge=0, description="interleaved SFT: after every N-th RL step, interleave_steps "
-                                                       "SFT steps on the reference completions (0: off)")
-    interleave_steps: int = Field(10, gt=0, description="SFT steps per interleaved phase")
-    interleave_lr: float | None = Field(None, gt=0.0, description="interleaved phases' constant lr (null: sft.lr)")
 
 
 class EvalConfig(Section):

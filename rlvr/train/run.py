@@ -13,6 +13,7 @@ import copy
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,6 +29,7 @@ from rlvr.train.rl_phase import _eval_at, _run_rl, _stateful, load_state, run_ev
 from rlvr.train.rundir import lock_run_dir, make_run_dir, run_dir_path
 from rlvr.train.setup import build_components, build_engine, build_task, pick_device, prepare, seed_everything
 from rlvr.train.sft import sft
+from rlvr.train.ssb import curate, distill, write_rows
 
 __all__ = ["train", "resume", "build_task", "build_components", "run_eval", "seed_everything", "pick_device",
            "make_run_dir", "eval_model", "run_sft", "_stateful"]
@@ -47,14 +49,24 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
     ``KeyboardInterrupt`` saying where it is and how to continue from it."""
     t0 = time.perf_counter()
     world = world or World()
+    extra: dict[str, Any] = {}
+    train_fn = sft
+    if cfg.sft.method == "ssb":  # curate the model's own robust solutions, then distil them (rlvr.train.ssb)
+        rows = _ssb_rows(cfg, model, tok, task, save_to.parent, world)
+        extra["ssb_rows"] = len(rows)
+        train_fn = partial(distill, rows=rows, cfg=cfg.sft.ssb)
     bar = ProgressDisplay("SFT", cfg.sft.steps, every=50) if world.main else NullDisplay()
     with deferred_interrupt("this SFT step") as interrupted:
         try:
-            losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
-                         cfg.sft.warmup_steps, seed=cfg.seed, chat_template=cfg.model.chat_template,
-                         micro_batch_size=cfg.train.micro_batch_size,
-                         on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"),
-                         stop=lambda: interrupted() is not None)
+            kw = dict(seed=cfg.seed, chat_template=cfg.model.chat_template, micro_batch_size=cfg.train.micro_batch_size,
+                      on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"),
+                      stop=lambda: interrupted() is not None)
+            if train_fn is sft:
+                losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
+                             cfg.sft.warmup_steps, **kw)
+            else:
+                losses = train_fn(model, tok, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
+                                  warmup_steps=cfg.sft.warmup_steps, **kw)
         finally:
             bar.close()
         stop = world.any(interrupted())  # a signal on any rank stops every rank; rank 0 saves its model
@@ -68,7 +80,29 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
                 f"{stop} during SFT after step {len(losses)} of {cfg.sft.steps}; the partly trained model "
                 f"is saved in {save_to}. Continue from it with --set model.path={save_to} "
                 f"--set sft.steps={cfg.sft.steps - len(losses)}")
-    return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": losses[-1], "sft_steps": len(losses)}
+    return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": losses[-1] if losses else None,
+            "sft_steps": len(losses), **extra}
+
+
+def _ssb_rows(cfg: RunConfig, model, tok, task: Task, out: Path, world: World) -> list:
+    """SSB's curated rows (written to ``out/ssb_data.jsonl``), with progress."""
+    c = cfg.sft.ssb
+    engine = build_engine(cfg, model, tok, cfg.rollout.batch_size)
+    examples = _sft_examples(task)
+    n = min(len(examples), c.max_problems or len(examples))
+    bar = ProgressDisplay("SSB curation", n, every=max(1, n // 10)) if world.main else NullDisplay()
+    try:
+        rows = curate(engine, task, tok, examples, c, c.max_new_tokens or cfg.rollout.max_new_tokens, cfg.seed,
+                      on_progress=lambda i, _n: bar.update(i, "problems"))
+    finally:
+        bar.close()
+    if world.main:
+        write_rows(rows, out / "ssb_data.jsonl")
+        if not rows:
+            print("SSB: no problem had both a correct and a wrong attempt and a correct robust solution; the "
+                  "warm-up distils nothing (more rollouts, or a model that solves some problems, help)",
+                  file=sys.stderr)
+    return rows
 
 
 def _world(cfg: RunConfig) -> World:
