@@ -45,9 +45,9 @@ from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
 from rlvr.verifiers.format import extract_tag, last_line
 
-__all__ = ["TableQAVerifier", "TableFVVerifier", "TableFFVerifier", "TableEMVerifier", "TableF1Verifier",
-           "extract_table_answer", "extract_free_form", "normalize_denotation", "denotation_match", "squad_normalize",
-           "token_f1", "TableR1Params", "TableFFParams", "SpanParams"]
+__all__ = ["TableQAVerifier", "TableFVVerifier", "TableEMVerifier", "TableF1Verifier",
+           "extract_table_answer", "normalize_denotation", "denotation_match", "squad_normalize",
+           "token_f1", "TableR1Params", "SpanParams"]  # the free-form verifier lives in table_ff.py
 
 _THINK_ANSWER = re.compile(r"^<think>.*?</think>\s*<answer>.*?</answer>$", re.DOTALL)
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)

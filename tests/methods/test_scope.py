@@ -14,7 +14,7 @@ from tests.methods.seed_support import BINARY
 
 
 def _inp(rewards, groups, lengths, useful, correct=None):
-    n, t = len(rewards), max(lengths)
+    t = max(lengths)
     mask = (torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]).float()
     comps = {} if correct is None else {"correct": torch.tensor(correct, dtype=torch.float64)}
     return TransformInputs(torch.tensor(rewards, dtype=torch.float64), torch.tensor(groups), mask, components=comps,

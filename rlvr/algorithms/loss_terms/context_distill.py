@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from rlvr.algorithms.loss_terms.base import LossTermParams, term_active
 from rlvr.algorithms.registry import LOSS_TERMS, ObjectiveInputs, ObjectiveOutput
-from rlvr.lazy import torch
 
 __all__ = ["context_distill"]
 
