@@ -32,6 +32,7 @@ from rlvr.rollout.guidance import GuidanceConfig
 from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
 from rlvr.rollout.ray_engine import RayConfig
+from rlvr.rollout.scaffold import ScaffoldConfig
 from rlvr.rollout.vllm_config import VLLMConfig
 from rlvr.models.config import ModelConfig
 from rlvr.optim import OPTIMIZERS
@@ -111,6 +112,7 @@ class RolloutConfig(Section):
     param_noise: ParamNoiseConfig = Field(default_factory=ParamNoiseConfig)
     guidance: GuidanceConfig = Field(default_factory=GuidanceConfig)
     contexts: ContextsConfig = Field(default_factory=ContextsConfig)
+    scaffold: ScaffoldConfig = Field(default_factory=ScaffoldConfig)
     multiturn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
     strategy: _component(ROLLOUT_STRATEGIES, "plain") = Field({"name": "plain"}, validate_default=True,
                                                               description="how rollouts are produced around the "

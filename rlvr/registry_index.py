@@ -137,6 +137,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "noise_backward": "rlvr.algorithms.transforms.noise",
         "noise_forward": "rlvr.algorithms.transforms.noise",
         "rouge_l_bonus": "rlvr.algorithms.transforms.rouge_bonus",
+        "scope_prefix": "rlvr.algorithms.transforms.scope",
         "scope_shape": "rlvr.algorithms.transforms.scope",
     },
     "rollout budget allocator": {

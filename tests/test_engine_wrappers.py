@@ -76,7 +76,7 @@ def tiny():
 
 
 def test_builtin_wrappers_are_registered_in_order():
-    assert ENGINE_WRAPPERS.names()[:4] == ["multiturn", "strategy", "guidance", "param_noise"]  # episodes innermost
+    assert ENGINE_WRAPPERS.names()[:5] == ["multiturn", "strategy", "scaffold", "guidance", "param_noise"]  # episodes innermost
     with pytest.raises(ValueError, match="already registered"):
         ENGINE_WRAPPERS.register("guidance", order=1)(lambda *a: None)
     with pytest.raises(ValueError, match="order 100 is taken by 'guidance'"):

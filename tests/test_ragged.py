@@ -42,6 +42,8 @@ EXTRA_FIXTURES = {
     "tree_parent": lambda n, g: (torch.rand(n, generator=g) * torch.arange(n)).floor()[:, None].expand(n, T)
     .contiguous(),
     "tree_branch": lambda n, g: torch.randint(0, T, (n, 1), generator=g).float().expand(n, T).contiguous(),
+    # -1 on rows without a scaffold, a fraction on the others
+    "scaffold_credit": lambda n, g: torch.where(torch.rand(n, generator=g) < 0.5, -1.0, torch.rand(n, generator=g)),
     "step_useful_frac": lambda n, g: torch.rand(n, generator=g),  # a fraction per row
     "values": lambda n, g: torch.randn(n, T, generator=g),  # a critic's values, either sign
     "values_std": lambda n, g: torch.rand(n, T, generator=g),  # spreads >= 0

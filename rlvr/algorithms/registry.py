@@ -48,6 +48,8 @@ EXTRAS = {
                   "answer in the context (algorithm.teacher_hint): the decision points of RLRT",
     "reference_rouge_l": "[N] ROUGE-L F of the completion's text against its example's reference solution "
                          "(Example.target); -1 where the example has none (no model pass)",
+    "scaffold_credit": "[N] the fraction of its scaffold's sub-answers a completion of a scaffolded prompt states "
+                       "(rollout.scaffold; SCOPE-RL), -1 for other rows (no model pass)",
     "step_useful_frac": "[N] the fraction of the completion's steps (lines, split at sentence ends) that are "
                         "neither repeats nor without new numbers or words (SCOPE-RL; no model pass)",
     "context_index": "[N, T] the strategy context each row was sampled under (rollout.contexts: 1, 2, ...; 0 "

@@ -267,6 +267,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.envs.turns import turn_tensors
 
         out["turn_index"], out["turn_reward"] = (x.cpu() for x in turn_tensors(completions, batch.completion_mask))
+    if "scaffold_credit" in needs:  # set by the scaffold wrapper, from the texts (no model pass)
+        from rlvr.rollout.scaffold import credit_rows
+
+        out["scaffold_credit"] = credit_rows(completions)
     if "step_useful_frac" in needs:  # from the texts (no model pass)
         from rlvr.algorithms.transforms.scope import useful_fraction
 

@@ -25,7 +25,7 @@ from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
 from rlvr.rollout.ray_engine import RayPool
 from rlvr.models.lora import apply_lora
-from rlvr.rollout.wrappers import base_engine, wrap_engine
+from rlvr.rollout.wrappers import base_engine, bind_stats, wrap_engine
 from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
@@ -151,6 +151,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     opt, sched = _optimizer(cfg, model)
     sampler, allocator, stats = build_data(cfg, task)
+    bind_stats(engine, stats)  # wrappers that follow per-prompt pass rates (rollout.scaffold)
     c = Components(model=model, tokenizer=tok, task=task, engine=engine,
                       sampler=sampler, allocator=allocator, stats=stats,
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
@@ -162,5 +163,6 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     c.after_update = interleaved_sft(cfg, model, tok, task)
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
-                                lambda m: build_engine(cfg, m, tok, cfg.rollout.batch_size, training=True))
+                                lambda m: bind_stats(build_engine(cfg, m, tok, cfg.rollout.batch_size, training=True),
+                                                     stats))
     return c

@@ -60,3 +60,101 @@ def test_the_recipe_trains_two_steps(tmp_path):
         assert all(math.isfinite(v) for v in m.values() if isinstance(v, float)), m
         assert "reward_transform/scope_shape/shape_mean" in m
     assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
+
+
+# ---- stage 1: scaffolds ------------------------------------------------------------------------------------------
+
+from rlvr.algorithms.transforms.scope import ScopePrefixParams, scope_prefix  # noqa: E402
+from rlvr.core.types import Example, GenerationRequest, SamplingParams  # noqa: E402
+from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer  # noqa: E402
+from rlvr.rollout import HFEngine  # noqa: E402
+from rlvr.rollout.base import encode_prompt  # noqa: E402
+from rlvr.rollout.scaffold import (ScaffoldCompletion, ScaffoldConfig, ScaffoldEngine, credit_rows,  # noqa: E402
+                                   scaffold_credit, scaffold_of)
+
+STEPS = [{"question": "What is 3 times 4?", "answer": "12"}, {"question": "Add 5 to it.", "answer": "17"},
+         {"question": "Is 17 the final answer?", "answer": "yes"}]
+
+
+class _Stats:
+    """last_step / last_pass_rate by example id, set by the test."""
+
+    def __init__(self):
+        self.obs = {}
+
+    def last_step(self, i):
+        return self.obs.get(i, (None, None))[0]
+
+    def last_pass_rate(self, i):
+        return self.obs.get(i, (None, None))[1]
+
+
+def test_the_prefix_reward_oracle_and_the_credit():
+    assert scaffold_credit("first 12, then 17", ["12", "17", "X", "Y"]) == 0.5
+    assert scaffold_credit("  TWELVE  and  more ", ["twelve and"]) == 1.0 and scaffold_credit("x", []) == 0.0
+    # 2 of 4 sub-answers and a wrong final answer -> 0.5; a correct scaffolded row and a plain row keep theirs
+    inp = _inp([0.0, 1.0, 0.3], [0, 0, 1], [3, 3, 3], [0.0, 0.0, 0.0])
+    inp = type(inp)(**{**inp.__dict__, "extras": {"scaffold_credit": torch.tensor([0.5, 0.25, -1.0])}})
+    out, m = scope_prefix(inp, ScopePrefixParams())
+    assert out.tolist() == [0.5, 1.0, 0.3] and m["credit_mean"] == pytest.approx(0.375)
+    assert scope_prefix(inp, ScopePrefixParams(weight=0.5))[0].tolist() == [0.25, 1.0, 0.3]
+
+
+def test_scaffolds_are_read_leniently():
+    ex = Example("e", "p", "17", meta={"scaffold": STEPS[:1] + [["List form?", 3], {"question": ""}, "junk"]})
+    assert scaffold_of(ex, "scaffold") == [("What is 3 times 4?", "12"), ("List form?", "3")]
+    assert scaffold_of(Example("f", "p", "1"), "scaffold") == []
+
+
+def test_the_depth_follows_the_pass_rate_and_the_prompt_hides_the_answer():
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)
+    eng = ScaffoldEngine(HFEngine(model, tok, batch_size=8), ScaffoldConfig(enabled=True))
+    stats = _Stats()
+    eng.bind_stats(stats)
+    ex = Example("e", "Compute 3*4+5.", "17", meta={"scaffold": STEPS})
+    plain = Example("p", "2+2?", "4")
+    s = SamplingParams(max_new_tokens=3, seed=0)
+
+    def depth_now():
+        out = eng.generate([GenerationRequest(ex, 2), GenerationRequest(plain, 1)], s)
+        assert not isinstance(out[-1], ScaffoldCompletion)  # no scaffold: never scaffolded
+        return out, (out[0].depth if isinstance(out[0], ScaffoldCompletion) else 0)
+
+    assert depth_now()[1] == 0  # never observed: plain
+    stats.obs["e"] = (0, 0.0)
+    out, d = depth_now()
+    assert d == 3  # failed: every sub-question
+    # "Add 5 to it." holds no answer; "Is 17 the final answer?" leaks it and is left out
+    want = "Compute 3*4+5.\n\nWork through these sub-questions first:\n1. What is 3 times 4?\n2. Add 5 to it.\n"
+    assert out[0].prompt_ids == encode_prompt(tok, want) and out[0].sub_answers == ("12", "17", "yes")
+    assert eng.metrics()["scaffold/leaks"] == 1
+    assert depth_now()[1] == 3  # the same observation again: no change
+    stats.obs["e"] = (1, 0.5)
+    assert depth_now()[1] == 2
+    stats.obs["e"] = (2, 0.0)
+    assert depth_now()[1] == 2  # failing again keeps the depth
+    stats.obs["e"] = (3, 1.0)
+    assert depth_now()[1] == 1
+    other = ScaffoldEngine(eng.inner, eng.cfg)
+    other.load_state_dict(eng.state_dict())
+    assert other.depth == {"e": 1} and other.seen == {"e": 3}
+    stats.obs["e"] = (4, 0.5)
+    assert depth_now()[1] == 0  # solved often enough: the scaffold is gone
+    rows = credit_rows([ScaffoldCompletion("e", [1], [2], None, "stop", "12 then 17", sub_answers=("12", "17", "x")),
+                        out[-1]])
+    assert rows.tolist() == pytest.approx([2 / 3, -1.0])
+
+
+def test_the_trainer_binds_its_prompt_statistics(tmp_path):
+    from rlvr.config import load_config
+    from rlvr.models.loading import load_model
+    from rlvr.rollout.wrappers import wrapper_chain
+    from rlvr.train.setup import build_components, build_task
+    from tests.methods.helpers import tiny_overrides
+
+    cfg = load_config(recipe="scope_rl", overrides=tiny_overrides(tmp_path))
+    model, tok = load_model(cfg.model, seed=0)
+    c = build_components(cfg, model, tok, build_task(cfg))
+    (w,) = [w for w in wrapper_chain(c.engine) if isinstance(w, ScaffoldEngine)]
+    assert w.stats is c.stats

@@ -1,4 +1,5 @@
-"""SCOPE-RL's correctness-gated process-shape reward (reward transform ``scope_shape``).
+"""SCOPE-RL's rewards: the correctness-gated process-shape reward (reward transform ``scope_shape``) and the
+prefix-decomposed reward of scaffolded prompts (``scope_prefix``).
 
 "SCOPE-RL: Scaffolded Chain Optimization with Process Efficiency" (abstract in the seed list; code announced
 at ``tokencraft-lab/SCOPE-RL``, not available). METHODS H7, RECONSTRUCTED. Once the model solves a problem,
@@ -16,10 +17,18 @@ an earlier step (after lower-casing and collapsing spaces and punctuation) and b
 of three letters or more that no earlier step had. RECONSTRUCTED: the rule-based step checks (the paper
 scores useful-step density, redundant or erroneous steps and token efficiency, the checks themselves are
 not public), the equal weights and lambda_p's default. ``only_solved`` (default) applies the shape to
-groups with at least one correct member only, and leaves the other groups' rewards as they are (the paper's
-stage 1 handles unsolved problems with scaffolds, not implemented here). With lambda_p = 0 correct rows
-keep reward 1 and incorrect ones 0 (the gate alone). Metrics: ``shape_mean`` and ``useful_mean`` over
-correct rows.
+groups with at least one correct member only, and leaves the other groups' rewards as they are (stage 1's
+business). With lambda_p = 0 correct rows keep reward 1 and incorrect ones 0 (the gate alone). Metrics:
+``shape_mean`` and ``useful_mean`` over correct rows.
+
+``scope_prefix`` (stage 1, Adaptive Scaffolded RL, with ``rollout.scaffold``): a completion of a scaffolded
+prompt whose final answer is wrong earns the fraction of the scaffold's sub-answers it states (extra
+``scaffold_credit``), times ``weight``; a correct one keeps its reward; other rows are unchanged:
+
+    r_i <- r_i                           correct, or not scaffolded
+    r_i <- weight * (1/m) #{a_k stated}  scaffolded and wrong
+
+Metric: ``credit_mean`` over the scaffolded rows.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, Transfo
 from rlvr.lazy import torch
 from rlvr.registry import Params
 
-__all__ = ["ScopeShapeParams", "scope_shape", "split_steps", "useful_fraction"]
+__all__ = ["ScopeShapeParams", "ScopePrefixParams", "scope_shape", "scope_prefix", "split_steps", "useful_fraction"]
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _CONTENT = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]{3,}")
@@ -42,6 +51,11 @@ class ScopeShapeParams(Params):
     lambda_p: float = Field(0.3, ge=0.0, le=1.0, description="weight of the shape in a correct row's reward "
                                                              "(not reported; a guess)")
     only_solved: bool = Field(True, description="shape only groups with a correct member (others unchanged)")
+
+
+class ScopePrefixParams(Params):
+    weight: float = Field(1.0, ge=0.0, le=1.0, description="scale of the sub-answer credit of a wrong "
+                                                           "scaffolded row (1: the fraction itself)")
 
 
 def split_steps(text: str) -> list[str]:
@@ -93,3 +107,15 @@ def scope_shape(inp: TransformInputs, p: ScopeShapeParams) -> TransformOutput:
         uses += useful[ok].tolist()
     return out, {"shape_mean": sum(shapes) / len(shapes) if shapes else 0.0,
                  "useful_mean": sum(uses) / len(uses) if uses else 0.0}
+
+
+@REWARD_TRANSFORMS.register("scope_prefix", ScopePrefixParams, needs=("scaffold_credit",))
+def scope_prefix(inp: TransformInputs, p: ScopePrefixParams) -> TransformOutput:
+    """SCOPE-RL stage 1: a wrong completion of a scaffolded prompt earns its share of the sub-answers."""
+    r = inp.rewards.to(torch.float64)
+    credit = inp.extras["scaffold_credit"].to(device=r.device, dtype=torch.float64).reshape(-1)[: len(r)]
+    correct = inp.components.get("correct")
+    correct = (correct if correct is not None else r).to(r.device) >= 1.0
+    scaffolded = credit >= 0
+    out = torch.where(scaffolded & ~correct, p.weight * credit.clamp(min=0.0), r)
+    return out, {"credit_mean": float(credit[scaffolded].mean()) if bool(scaffolded.any()) else 0.0}
