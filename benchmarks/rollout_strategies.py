@@ -1,7 +1,8 @@
 """Every rollout strategy against plain sampling on the demo task at an equal rollout budget, via ``rlvr compare``.
 
 Variants (recipes): ``grpo`` (plain sampling, the baseline), ``spec_rl`` (G1, speculative reuse of the
-previous epoch's completions), ``latr`` (G2, lookahead tree rollouts), ``rose`` (G4, groups grown by
+previous epoch's completions), ``latr`` (G2, lookahead tree rollouts), ``arrol`` (G3, over-provisioned groups
+pruned by an online quality head; the checkpoint is set to token 2 for the demo's 3-token answers), ``rose`` (G4, groups grown by
 branching at semantically uncertain tokens, segment-level tree advantages; with the recipe's dynamic sampling)
 and ``mu_grpo`` (G7, four generation stages with the relaxed clip and veto). Each runs ``--steps`` RL steps per seed from the demo's own SFT
 warm-up, with the demo's budget per step; ``rlvr compare`` checks the budgets are equal and writes
@@ -23,17 +24,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr.compare import make_variants, run_compare  # noqa: E402
+import yaml  # noqa: E402
 
-VARIANTS = ["grpo", "spec_rl", "latr", "rose", "mu_grpo"]
+from rlvr.compare import make_variants, run_compare  # noqa: E402
+from rlvr.recipes import load_recipe  # noqa: E402
+
+VARIANTS = ["grpo", "spec_rl", "latr", "arrol", "rose", "mu_grpo"]
 
 
 def tokens_per_step(run_dir: Path) -> float:
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     # SPEC-RL reports the tokens it sampled (reused prefixes excluded); the others: completions x mean length
-    # ROSE: its reused prefixes too
-    per = [m.get("engine/spec_rl/generated_tokens", m["rollouts/spent"] * m["generated/completion_length"]
-                 - m.get("engine/rose/reused_tokens", 0.0)) for m in rows]
+    # ROSE: its reused prefixes too; arrol: what it sampled, pruned rollouts included
+    per = [m.get("engine/spec_rl/generated_tokens", m.get("engine/arrol/generated_tokens",
+                 m["rollouts/spent"] * m["generated/completion_length"] - m.get("engine/rose/reused_tokens", 0.0)))
+           for m in rows]
     return statistics.mean(per)
 
 
@@ -46,7 +51,14 @@ def main() -> None:
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     out = Path(args.out)
-    result = run_compare(make_variants(args.variants, None), seeds, out,
+    out.mkdir(parents=True, exist_ok=True)
+    recipes, files = [v for v in args.variants if v != "arrol"], []
+    if "arrol" in args.variants:  # the recipe's checkpoint (token 256) is past the demo's 3-token answers
+        raw = load_recipe("arrol")
+        raw["rollout"]["strategy"]["checkpoints"] = [2]
+        (out / "arrol.yaml").write_text(yaml.safe_dump(raw))
+        files.append(out / "arrol.yaml")
+    result = run_compare(make_variants(recipes, files), seeds, out,
                          overrides=[f"train.steps={args.steps}", "train.eval_every=0"], allow_budget_mismatch=True)
     print(f"\n{'variant':10s} {'tokens/step':>12s} {'RL s/run':>9s} {'held-out acc':>13s} {'95% CI':>16s}")
     for v in args.variants:

@@ -154,6 +154,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "vllm": "rlvr.rollout.vllm_engine",
     },
     "rollout strategy": {
+        "arrol": "rlvr.rollout.arrol",
         "latr": "rlvr.rollout.latr",
         "plain": "rlvr.rollout.strategies",
         "rose": "rlvr.rollout.rose",

@@ -11,7 +11,9 @@ config whether it applies and returns the wrapper, or ``None`` to leave the engi
 A wrapper is anything with ``inner`` (the engine it wraps) and ``name`` (its registered name)
 (:class:`EngineWrapper`). Optionally it has ``state_dict`` / ``load_state_dict`` (saved with the run's
 checkpoints under ``engine``, keyed by ``name``), ``metrics()`` (reported as ``engine/<key>``) and
-``bind_stats(stats)`` (the run's per-prompt statistics, given once they exist: :func:`bind_stats`).
+``bind_stats(stats)`` (the run's per-prompt statistics, given once they exist: :func:`bind_stats`) and
+``observe(completions, scores)`` (the scores of the completions it returned, after each scoring:
+:func:`observe_scores`).
 Evaluation uses the unwrapped engine (:func:`base_engine`) inside fresh instances of the wrappers registered
 with ``in_eval=True`` only (multi-turn episodes: a multi-turn task is evaluated as it is trained; guidance,
 parameter noise and rollout strategies are training-time only), so evaluation never adds to a training
@@ -25,7 +27,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 __all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
            "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass",
-           "bind_stats"]
+           "bind_stats", "observe_scores"]
 
 # (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
 Build = Callable[[Any, Any, Any, Any, bool], Any]
@@ -150,6 +152,13 @@ def bind_stats(engine: Any, stats: Any) -> Any:
         if hasattr(w, "bind_stats"):
             w.bind_stats(stats)
     return engine
+
+
+def observe_scores(engine: Any, completions: Sequence[Any], scores: Sequence[Any]) -> None:
+    """Show every wrapper that learns from outcomes (``observe``) the scores of the completions it returned."""
+    for w in wrapper_chain(engine):
+        if hasattr(w, "observe"):
+            w.observe(completions, scores)
 
 
 def generate_parts(inner: Any, parts: Sequence[tuple[int, Any, Any]], sampling: Any) -> list[tuple[Any, Any]]:

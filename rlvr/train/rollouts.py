@@ -32,7 +32,7 @@ from rlvr.algorithms.group_filters import informative_groups
 from rlvr.algorithms.registry import GROUP_FILTERS, REWARD_SHAPERS, GroupFilterInputs, ShapingInputs
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score
 from rlvr.envs.multiturn import env_scores, scored_example
-from rlvr.rollout.wrappers import engine_metrics
+from rlvr.rollout.wrappers import engine_metrics, observe_scores
 from rlvr.sampling.base import Group
 from rlvr.tasks.appeals import appeal_state, run_appeal
 from rlvr.train.features import step_features
@@ -98,6 +98,7 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     t1 = time.perf_counter()
     examples = [scored_example(local[comp.group].example, comp) for comp in completions]  # episodes: + env_info
     scores, score_stats = c.scorer.score_many(examples, [comp.text for comp in completions])
+    observe_scores(c.engine, completions, scores)  # wrappers that learn from outcomes (rollout.strategy arrol)
     completions = [replace(comp, group=mine[comp.group]) for comp in completions]
     if c.world.distributed:
         completions, scores, score_stats = _gather(c.world, completions, scores, score_stats)
