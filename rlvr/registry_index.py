@@ -112,6 +112,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "ppo_clip": "rlvr.algorithms.objectives.ppo_clip",
         "real": "rlvr.algorithms.objectives.real",
         "sspo": "rlvr.algorithms.objectives.sspo",
+        "tb": "rlvr.algorithms.objectives.tb",
         "tpo": "rlvr.algorithms.objectives.tpo",
         "vimpo": "rlvr.algorithms.objectives.vimpo",
         "wapo": "rlvr.algorithms.objectives.wapo",
