@@ -71,6 +71,7 @@ CASES = {
 }
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
     one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
@@ -90,6 +91,7 @@ def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
     assert summary["world_size"] == 2 and json.loads((one / "summary.json").read_text())["world_size"] == 1
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
     full = tmp_path / "a" / "run"
@@ -120,6 +122,7 @@ def test_sharded_checkpoint_is_refused_by_a_replicated_resume(tmp_path):
         load_checkpoint(ckpt, None, None)
 
 
+@pytest.mark.distributed
 def test_one_rank_raising_stops_every_rank_with_its_error(tmp_path):
     t0 = time.perf_counter()
     proc = run(tmp_path / "x" / "run", 2, "--fail-rank", "1", timeout=180)
@@ -128,6 +131,7 @@ def test_one_rank_raising_stops_every_rank_with_its_error(tmp_path):
     assert time.perf_counter() - t0 < 120  # no rank waits for the dead one until the collective timeout
 
 
+@pytest.mark.distributed
 def test_rlvr_train_nproc_launches_torchrun(tmp_path):
     out = tmp_path / "cli" / "run"
     data = tmp_path / "cli" / "data.jsonl"

@@ -32,6 +32,7 @@ def _ids(out):
     return [(c.group, c.completion_ids) for c in out]
 
 
+@pytest.mark.distributed
 def test_one_worker_samples_what_the_local_engine_does_and_follows_the_weights(cluster):
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)
@@ -53,6 +54,7 @@ def test_one_worker_samples_what_the_local_engine_does_and_follows_the_weights(c
     assert [c.group for c in two] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]  # gathered in request order
 
 
+@pytest.mark.distributed
 def test_training_through_ray_workers_equals_the_single_process_run(cluster, jsonl_cfg_overrides, tmp_path):
     """One rollout worker and Ray scoring tasks: the same seed gives the same completions, so the run's
     weights equal the one-process run's."""
@@ -71,6 +73,7 @@ def test_training_through_ray_workers_equals_the_single_process_run(cluster, jso
     assert any(r > 0 for r in rewards)  # a learning signal went through the Ray scoring tasks
 
 
+@pytest.mark.distributed
 def test_launcher_ray_runs_the_trainer_as_an_actor(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"say {w}:", "answer": w}) + "\n" for w in ["ab", "cd", "ef"]))
@@ -101,6 +104,7 @@ def test_missing_ray_is_a_clear_setup_error(monkeypatch):
         check_packages(load_config(overrides=["rollout.engine=ray", "scoring.backend=ray"]))
 
 
+@pytest.mark.distributed
 def test_ctrl_c_on_the_driver_stops_the_trainer_actor_after_its_step_with_a_checkpoint(tmp_path):
     """SIGINT to the driver of --launcher ray: the actor finishes its step and checkpoints it (not only the
     last scheduled checkpoint), and the driver exits saying so, as a local run does."""

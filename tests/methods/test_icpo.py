@@ -198,7 +198,6 @@ def test_the_recipe_trains_two_steps(tmp_path):
 
 @pytest.mark.parametrize("bad, match", [
     (["algorithm.correction.name=tis"], "use correction none with icpo"),
-    (["rollout.guidance.fraction=0"], "needs guided rows"),
     (["rollout.guidance.demos=-1"], "demos"),
 ])
 def test_bad_settings_are_config_errors(bad, match):

@@ -38,13 +38,10 @@ class ICPOParams(Params):
 
 
 def _check(cfg, p: ICPOParams) -> list[str]:
-    problems = []
-    if cfg.algorithm.correction.name != "none":
-        problems.append(f"algorithm.correction {cfg.algorithm.correction.name!r} would weigh guided rows by the gap "
-                        f"between the demonstration and plain prompts; use correction none with icpo")
-    if not cfg.rollout.guidance.fraction:
-        problems.append("needs guided rows: set rollout.guidance.fraction (and rollout.guidance.demos)")
-    return problems
+    if cfg.algorithm.correction.name != "none":  # (without guided rows icpo is ppo_clip with the dual clip)
+        return [f"algorithm.correction {cfg.algorithm.correction.name!r} would weigh guided rows by the gap "
+                f"between the demonstration and plain prompts; use correction none with icpo"]
+    return []
 
 
 @OBJECTIVES.register("icpo", ICPOParams, needs=("guided",), traits=("clip_rule",), check=_check)
