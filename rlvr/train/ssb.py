@@ -25,6 +25,10 @@ lambda_CE 0. rlvr's changes: the teacher's logits are recomputed each step from 
 stored (nothing large on disk); correctness is the task's verifier rather than an exact string match; the
 attempts sample with the rollout's top-p instead of top-k 50; the template drops the code's \\boxed{} wording
 (a task keeps its own answer format). The curated rows are written to the run directory as ``ssb_data.jsonl``.
+
+Caution: the teacher is the model reading its own attempts; a model that cannot (the demo's tiny model:
+``benchmarks/ssb_warmup.py``) curates few rows and its distributions under the teacher prompt are worse
+than the student's, so distilling them lowers accuracy. Check ``ssb_data.jsonl`` before long runs.
 """
 
 from __future__ import annotations
