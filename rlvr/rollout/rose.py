@@ -29,7 +29,7 @@ H over the returned candidates (top-k and the sampled token) and the cosine term
 
 rlvr's choices: the official code reads vLLM's returned log-probs; rlvr computes ``u`` from one no-grad
 forward of the trainer's model over each round's new completions (eval mode, mode restored;
-``forward_rows`` rows a pass) at the sampling temperature, the distribution the behaviour log-probs
+``forward_rows`` rows a pass, the vocabulary projection ``chunk_tokens`` positions at a time) at the sampling temperature, the distribution the behaviour log-probs
 belong to. A child's prefix carries its parent's behaviour log-probs (the same policy sampled them, within
 one call) and is a ``"prefix"`` segment: trained, once in every completion that contains it, as in the
 official code. Each round's sampling seed is derived from the call's (``seed + 7919 j``), so rounds do
@@ -72,6 +72,7 @@ class ROSEParams(Params):
         "cosine-entropy", description="the token uncertainty whose argmax is the branch point")
     top_k: int = Field(20, ge=2, description="candidates per position for H and the cosine term (cosine_top_k)")
     forward_rows: int = Field(64, gt=0, description="completions per scoring forward")
+    chunk_tokens: int = Field(256, gt=0, description="positions whose full-vocabulary logits are held at once")
 
 
 @dataclass
@@ -200,6 +201,8 @@ class ROSEEngine:
         model, p = self.model, self.params
         temp = 1.0 if sampling.greedy else sampling.temperature
         emb = model.get_input_embeddings().weight
+        trunk, head = getattr(model, model.base_model_prefix), model.get_output_embeddings()
+        softcap = getattr(model.config, "final_logit_softcapping", None)
         device = emb.device
         was_training = model.training
         model.eval()
@@ -211,17 +214,20 @@ class ROSEEngine:
                     out += [[] for _ in part]
                     continue
                 batch = build_batch(part, [0.0] * len(part), self.tokenizer.pad_token_id).to(device)
-                logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                               position_ids=batch.position_ids, use_cache=False).logits
-                pl, t = batch.prompt_len, batch.completion_mask.shape[1]
-                logp = F.log_softmax(logits[:, pl - 1: pl + t - 1].float() / temp, dim=-1)
+                hidden = trunk(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                               position_ids=batch.position_ids, use_cache=False).last_hidden_state
+                pl = batch.prompt_len
                 for r, c in enumerate(part):
                     a, e = starts[s + r], len(c)
-                    if e <= a:
-                        out.append([])
-                        continue
-                    chosen = batch.input_ids[r, pl + a: pl + e]
-                    out.append(token_uncertainty(logp[r, a:e], chosen, emb, p.branch_metric, p.top_k).tolist())
+                    us: list[float] = []
+                    for k in range(a, e, p.chunk_tokens):  # full-vocabulary logits a chunk of positions at a time
+                        z = k + min(p.chunk_tokens, e - k)
+                        logits = head(hidden[r, pl - 1 + k: pl - 1 + z]).float()
+                        logits = torch.tanh(logits / softcap) * softcap if softcap else logits
+                        logp = F.log_softmax(logits / temp, dim=-1)
+                        chosen = batch.input_ids[r, pl + k: pl + z]
+                        us += token_uncertainty(logp, chosen, emb, p.branch_metric, p.top_k).tolist()
+                    out.append(us)
         finally:
             model.train(was_training)
         return out

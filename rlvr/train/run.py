@@ -50,23 +50,20 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
     t0 = time.perf_counter()
     world = world or World()
     extra: dict[str, Any] = {}
-    train_fn = sft
-    if cfg.sft.method == "ssb":  # curate the model's own robust solutions, then distil them (rlvr.train.ssb)
+    s = cfg.sft
+    if s.method == "ssb":  # curate the model's own robust solutions, then distil them (rlvr.train.ssb)
         rows = _ssb_rows(cfg, model, tok, task, save_to.parent, world)
         extra["ssb_rows"] = len(rows)
-        train_fn = partial(distill, rows=rows, cfg=cfg.sft.ssb)
-    bar = ProgressDisplay("SFT", cfg.sft.steps, every=50) if world.main else NullDisplay()
+        train_fn = partial(distill, model, tok, rows, s.ssb)
+    else:
+        train_fn = partial(sft, model, tok, _sft_examples(task))
+    bar = ProgressDisplay("SFT", s.steps, every=50) if world.main else NullDisplay()
     with deferred_interrupt("this SFT step") as interrupted:
         try:
-            kw = dict(seed=cfg.seed, chat_template=cfg.model.chat_template, micro_batch_size=cfg.train.micro_batch_size,
-                      on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"),
-                      stop=lambda: interrupted() is not None)
-            if train_fn is sft:
-                losses = sft(model, tok, _sft_examples(task), cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr,
-                             cfg.sft.warmup_steps, **kw)
-            else:
-                losses = train_fn(model, tok, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
-                                  warmup_steps=cfg.sft.warmup_steps, **kw)
+            losses = train_fn(s.steps, s.batch_size, s.lr, s.warmup_steps, seed=cfg.seed,
+                              chat_template=cfg.model.chat_template, micro_batch_size=cfg.train.micro_batch_size,
+                              on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"),
+                              stop=lambda: interrupted() is not None)
         finally:
             bar.close()
         stop = world.any(interrupted())  # a signal on any rank stops every rank; rank 0 saves its model
