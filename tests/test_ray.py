@@ -122,8 +122,10 @@ def test_ctrl_c_on_the_driver_stops_the_trainer_actor_after_its_step_with_a_chec
     cmd = [sys.executable, "-m", "rlvr", "train", "--launcher", "ray", "--out", str(tmp_path / "run")]
     for s in sets:
         cmd += ["--set", s]
+    # a shell's background job ignores SIGINT and its children inherit that: give the driver the default
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     metrics = tmp_path / "run" / "metrics.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -132,7 +134,11 @@ def test_ctrl_c_on_the_driver_stops_the_trainer_actor_after_its_step_with_a_chec
         time.sleep(0.5)
     assert proc.poll() is None, proc.communicate()[1][-3000:]
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=180)
+    try:
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:  # never leave a training driver (and its Ray instance) behind
+            proc.kill()
     assert proc.returncode != 0 and "checkpoint saved" in err, err[-3000:]
     steps = [json.loads(x)["step"] for x in metrics.read_text().splitlines()]
     saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step_"))
