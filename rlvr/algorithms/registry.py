@@ -219,6 +219,12 @@ class TransformInputs:
     def lengths(self) -> torch.Tensor:
         return self.mask.sum(-1)
 
+    @property
+    def correct(self) -> torch.Tensor:
+        """``[N]`` bool: the score component ``correct`` when the task reports one, else reward >= 1."""
+        c = self.components.get("correct")
+        return (c if c is not None else self.rewards).to(self.rewards.device) >= 1.0
+
 
 TransformOutput = tuple["torch.Tensor", dict[str, float]]  # new rewards [N] or advantages [N, T]; step metrics
 

@@ -35,7 +35,7 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
 from rlvr.lazy import F, no_grad, torch
 from rlvr.registry import Params
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
 from rlvr.rollout.wrappers import as_subclass
 
 __all__ = ["ArrolParams", "ArrolEngine", "ArrolCompletion", "balanced_keep", "keep_counts", "build_arrol"]
@@ -234,17 +234,13 @@ class ArrolEngine:
             self.head_updates = int(state.get("updates", 0))
 
 
-_MULTITURN = "rollout.strategy arrol prunes single-turn completions, not multi-turn episodes (multiturn.env)"
-
-
 def _check(cfg, params: ArrolParams) -> list[str]:
-    return [_MULTITURN] if cfg.rollout.multiturn.env is not None else []
+    return single_turn_problems(cfg, "arrol", "prunes")
 
 
 @ROLLOUT_STRATEGIES.register("arrol", params=ArrolParams, check=_check)
 def build_arrol(engine: Any, model, tokenizer, params: ArrolParams, rollout_cfg, chat_template: bool = False
                 ) -> ArrolEngine:
     """arrol: over-provisioned groups pruned at checkpoints by an online quality head, balanced around 0.5."""
-    if rollout_cfg.multiturn.env is not None:
-        raise ValueError(_MULTITURN)
+    require_single_turn(rollout_cfg, "arrol", "prunes")
     return ArrolEngine(engine, model, tokenizer, params)

@@ -112,7 +112,12 @@ class ContextEngine:
                         req.example, lambda text, h=contexts[c - 1]: cfg.template.format(prompt=text, context=h))
                     parts.append((i, c, replace(req, example=ex, n=n)))
         plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
-        under = {(i, c): req.example for i, c, req in parts if c}  # each request's context prompts
+        peer_ids: dict[int, dict[int, list[int]]] = {}  # each request's context prompts, encoded once
+        if cfg.peers:
+            for i, c, req in parts:
+                if c:
+                    peer_ids.setdefault(i, {})[c] = encode_prompt(self.tokenizer, req.example.prompt,
+                                                                  self.chat_template)
         seen: dict[tuple[int, int], int] = {}
         out: list[Completion] = []
         for comp, c in generate_parts(self.inner, parts, sampling):
@@ -121,10 +126,9 @@ class ContextEngine:
                 continue
             ids = plain_ids[comp.group]
             if cfg.peers:
-                others = sorted(k for (i, k) in under if i == comp.group and k != c)
+                others = sorted(k for k in peer_ids[comp.group] if k != c)
                 k = seen[comp.group, c] = seen.get((comp.group, c), -1) + 1
-                ids = (encode_prompt(self.tokenizer, under[comp.group, others[k % len(others)]].prompt,
-                                     self.chat_template) if others else ids)
+                ids = peer_ids[comp.group][others[k % len(others)]] if others else ids
             out.append(as_subclass(comp, ContextCompletion, context=c, plain_prompt_ids=list(ids)))
         self._under += sum(getattr(c, "context", 0) > 0 for c in out)
         self._total += len(out)

@@ -64,7 +64,7 @@ from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segme
 from rlvr.lazy import F, no_grad, torch
 from rlvr.registry import Params
 from rlvr.rollout.base import encode_prompt
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
 
 __all__ = ["LATRParams", "LATREngine", "Roots", "branch_mask", "rouge_l", "suffix_match", "edit_distance",
            "tree_count", "mix_ratio_at", "grow_tree", "build_latr"]
@@ -377,11 +377,8 @@ class LATREngine:
         self.step = int(state.get("step", self.step))
 
 
-_MULTITURN = "rollout.strategy latr grows single-turn completions, not multi-turn episodes (multiturn.env)"
-
-
 def _check(cfg, params: LATRParams) -> list[str]:
-    problems = [_MULTITURN] if cfg.rollout.multiturn.env is not None else []
+    problems = single_turn_problems(cfg, "latr", "grows")
     if params.mix_schedule is not None and cfg.rollout.param_noise.sigma > 0:
         problems.append("rollout.strategy latr counts training steps by weight syncs, which rollout.param_noise "
                         "repeats around every call: use a constant mix_ratio with parameter noise")
@@ -392,6 +389,5 @@ def _check(cfg, params: LATRParams) -> list[str]:
 def build_latr(engine: Any, model, tokenizer, params: LATRParams, rollout_cfg, chat_template: bool = False
                ) -> LATREngine:
     """LATR: part of each group grown as a lookahead tree (fork at close runner-ups, prune repeats)."""
-    if rollout_cfg.multiturn.env is not None:
-        raise ValueError(_MULTITURN)
+    require_single_turn(rollout_cfg, "latr", "grows")
     return LATREngine(engine, model, tokenizer, params, chat_template)

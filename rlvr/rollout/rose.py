@@ -56,7 +56,7 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.lazy import F, no_grad, torch
 from rlvr.registry import Params
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
 from rlvr.rollout.wrappers import as_subclass
 
 __all__ = ["ROSEParams", "ROSEEngine", "TreeCompletion", "token_uncertainty", "choose_branch", "tree_rows",
@@ -250,11 +250,8 @@ class ROSEEngine:
         return None
 
 
-_MULTITURN = "rollout.strategy rose grows single-turn completions, not multi-turn episodes (multiturn.env)"
-
-
 def _check(cfg, params: ROSEParams) -> list[str]:
-    problems = [_MULTITURN] if cfg.rollout.multiturn.env is not None else []
+    problems = single_turn_problems(cfg, "rose", "grows")
     if cfg.rollout.guidance.fraction or cfg.rollout.contexts.num_contexts:
         problems.append("rollout.strategy rose grows each group as one tree; rollout.guidance and rollout.contexts "
                         "split groups into parts (one tree each), so they cannot be combined with it")
@@ -265,6 +262,5 @@ def _check(cfg, params: ROSEParams) -> list[str]:
 def build_rose(engine: Any, model, tokenizer, params: ROSEParams, rollout_cfg, chat_template: bool = False
                ) -> ROSEEngine:
     """ROSE: each group grown one completion a round, branching at the most semantically uncertain token."""
-    if rollout_cfg.multiturn.env is not None:
-        raise ValueError(_MULTITURN)
+    require_single_turn(rollout_cfg, "rose", "grows")
     return ROSEEngine(engine, model, tokenizer, params)

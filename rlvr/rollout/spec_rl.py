@@ -70,7 +70,7 @@ from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segme
 from rlvr.lazy import F, no_grad, torch, transformers
 from rlvr.registry import Params
 from rlvr.rollout.base import encode_prompt
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
 
 __all__ = ["SpecRLParams", "SpecRLEngine", "spec_cut", "sampling_probs", "build_spec_rl"]
 
@@ -373,19 +373,14 @@ def _storable(c: Completion) -> bool:
 
 
 def _check(cfg, params: SpecRLParams) -> list[str]:
-    if cfg.rollout.multiturn.env is not None:
-        return ["rollout.strategy spec_rl reuses single-turn completions; it cannot wrap multi-turn episodes "
-                "(rollout.multiturn.env is set)"]
-    return []
+    return single_turn_problems(cfg, "spec_rl", "reuses")
 
 
 @ROLLOUT_STRATEGIES.register("spec_rl", params=SpecRLParams, check=_check)
 def build_spec_rl(engine: Any, model, tokenizer, params: SpecRLParams, rollout_cfg,
                   chat_template: bool = False) -> SpecRLEngine:
     """SPEC-RL: reuse the previous epoch's completions as drafts, regenerate from the first rejected token."""
-    if rollout_cfg.multiturn.env is not None:
-        raise ValueError("rollout.strategy spec_rl reuses single-turn completions; it cannot wrap multi-turn "
-                         "episodes (rollout.multiturn.env is set)")
+    require_single_turn(rollout_cfg, "spec_rl", "reuses")
     if params.exact:
         vocab = int(model.get_output_embeddings().weight.shape[0])
         rows = rollout_cfg.prompts_per_step * rollout_cfg.group_size

@@ -22,9 +22,26 @@ from typing import Any
 from rlvr.registry import Registry
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS
 
-__all__ = ["ROLLOUT_STRATEGIES", "build_strategy"]
+__all__ = ["ROLLOUT_STRATEGIES", "build_strategy", "single_turn_problems", "require_single_turn"]
 
 ROLLOUT_STRATEGIES: Registry = Registry("rollout strategy")
+
+
+def _single_turn_message(name: str, does: str) -> str:
+    return (f"rollout.strategy {name} {does} single-turn completions; it cannot wrap multi-turn episodes "
+            f"(rollout.multiturn.env is set)")
+
+
+def single_turn_problems(cfg, name: str, does: str) -> list[str]:
+    """The config problem of strategy ``name``, which ``does`` (grows, reuses, ...) single-turn completions,
+    under multi-turn episodes (for its ``check``)."""
+    return [_single_turn_message(name, does)] if cfg.rollout.multiturn.env is not None else []
+
+
+def require_single_turn(rollout_cfg, name: str, does: str) -> None:
+    """Refuse multi-turn episodes when a single-turn strategy is built directly (the Python API)."""
+    if rollout_cfg.multiturn.env is not None:
+        raise ValueError(_single_turn_message(name, does))
 
 
 @ROLLOUT_STRATEGIES.register("plain")

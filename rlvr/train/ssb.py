@@ -49,7 +49,7 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.rollout.base import encode_prompt, rewrite_prompt
 from rlvr.rollout.demos import question_text
-from rlvr.train.sft import warmup_cosine
+from rlvr.train.sft import train_steps
 
 __all__ = ["SSBRow", "final_answer", "select_pair", "curate", "kd_loss", "distill"]
 
@@ -166,22 +166,10 @@ def distill(model, tokenizer, rows: Sequence[SSBRow], cfg, steps: int, batch_siz
 
     student_rows = [comp(r.example, r) for r in rows]
     teacher_rows = [comp(r.teacher, r) for r in rows]
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(warmup_steps, steps))
-    rng = random.Random(seed)
     device = next(model.parameters()).device
-    order, pos, losses = [], 0, []
-    model.train()
-    for step in range(steps):
-        picked = []
-        while len(picked) < batch_size:
-            if pos >= len(order):
-                order, pos = list(range(len(rows))), 0
-                rng.shuffle(order)
-            picked.append(order[pos])
-            pos += 1
+
+    def step_loss(picked: list[int]) -> float:
         n_tok = float(sum(len(student_rows[i]) for i in picked))
-        opt.zero_grad(set_to_none=True)
         total = 0.0
         for m in range(0, len(picked), micro_batch_size):
             idx = picked[m: m + micro_batch_size]
@@ -198,15 +186,10 @@ def distill(model, tokenizer, rows: Sequence[SSBRow], cfg, steps: int, batch_siz
                 loss = loss - cfg.ce_weight * (logp * mask).sum() / n_tok
             loss.backward()
             total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(total)
-        if on_step is not None:
-            on_step(step, total)
-        if stop is not None and stop():
-            break
-    return losses
+        return total
+
+    return train_steps(model, len(rows), steps, batch_size, lr, warmup_steps, seed, step_loss, on_step=on_step,
+                       stop=stop)
 
 
 def write_rows(rows: Sequence[SSBRow], path: Path) -> None:

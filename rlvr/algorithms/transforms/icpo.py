@@ -62,9 +62,7 @@ def guided_flags(inp: TransformInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """``(guided [N] bool, correct [N] bool)`` of the batch."""
     g = inp.extras["guided"]
     guided = (g.max(-1).values if g.dim() == 2 and g.shape[-1] else g.reshape(-1)[: len(inp.rewards)]) > 0
-    correct = inp.components.get("correct")
-    correct = (correct if correct is not None else inp.rewards).to(inp.rewards.device) >= 1.0
-    return guided.to(inp.rewards.device), correct
+    return guided.to(inp.rewards.device), inp.correct
 
 
 @REWARD_TRANSFORMS.register("icpo_bonus", ICPOBonusParams, needs=("guided",))

@@ -88,8 +88,7 @@ def scope_shape(inp: TransformInputs, p: ScopeShapeParams) -> TransformOutput:
     """SCOPE-RL: a correct row's reward becomes 1 - lambda_p + lambda_p shape; an incorrect one's 0."""
     r = inp.rewards.to(torch.float64)
     dev = r.device
-    correct = inp.components.get("correct")
-    correct = ((correct if correct is not None else r).to(dev) >= 1.0)
+    correct = inp.correct
     useful = inp.extras["step_useful_frac"].to(device=dev, dtype=torch.float64).reshape(-1)[: len(r)]
     lengths = inp.lengths.to(device=dev, dtype=torch.float64).clamp(min=1.0)
     out = r.clone()
@@ -114,8 +113,7 @@ def scope_prefix(inp: TransformInputs, p: ScopePrefixParams) -> TransformOutput:
     """SCOPE-RL stage 1: a wrong completion of a scaffolded prompt earns its share of the sub-answers."""
     r = inp.rewards.to(torch.float64)
     credit = inp.extras["scaffold_credit"].to(device=r.device, dtype=torch.float64).reshape(-1)[: len(r)]
-    correct = inp.components.get("correct")
-    correct = (correct if correct is not None else r).to(r.device) >= 1.0
+    correct = inp.correct
     scaffolded = credit >= 0
     out = torch.where(scaffolded & ~correct, p.weight * credit.clamp(min=0.0), r)
     return out, {"credit_mean": float(credit[scaffolded].mean()) if bool(scaffolded.any()) else 0.0}
