@@ -172,6 +172,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "mixture": "rlvr.tasks.mixture",
         "reasoning_gym": "rlvr.tasks.gym",
         "rubric": "rlvr.tasks.rubric_task",
+        "shapes": "rlvr.tasks.shapes",
     },
     "verifier": {
         "code": "rlvr.verifiers.code",

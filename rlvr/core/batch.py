@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Iterator, Sequence
 
 from rlvr.core.types import Completion
+from rlvr.core.vision import BatchVision
 from rlvr.lazy import torch
 
 __all__ = ["RolloutBatch", "build_batch", "with_plain_context"]
@@ -38,6 +39,7 @@ class RolloutBatch:
     loss_coef: torch.Tensor | None = None  # [N, T] aggregation coefficients, set per minibatch
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-row extra tensors ([N, T] or [N, H])
     context: "RolloutBatch | None" = None  # the same rows after their plain prompts (rollout.contexts)
+    vision: BatchVision | None = None  # the rows' images (vision-language prompts)
 
     @property
     def size(self) -> int:
@@ -52,7 +54,8 @@ class RolloutBatch:
         upd = {f.name: getattr(self, f.name)[idx] for f in fields(self)
                if f.name in _PER_ROW and getattr(self, f.name) is not None}
         ctx = self.context.select(idx) if self.context is not None else None
-        return replace(self, extras={k: v[idx] for k, v in self.extras.items()}, context=ctx, **upd)
+        vision = self.vision.select(idx) if self.vision is not None else None
+        return replace(self, extras={k: v[idx] for k, v in self.extras.items()}, context=ctx, vision=vision, **upd)
 
     def trim(self) -> "RolloutBatch":
         """Drop prompt columns that are padding in every row and completion columns past the longest."""
@@ -129,7 +132,9 @@ class RolloutBatch:
         upd = {f.name: getattr(self, f.name).to(device) for f in fields(self)
                if isinstance(getattr(self, f.name), torch.Tensor)}
         ctx = self.context.to(device) if self.context is not None else None
-        return replace(self, extras={k: v.to(device) for k, v in self.extras.items()}, context=ctx, **upd)
+        vision = self.vision.to(device) if self.vision is not None else None
+        return replace(self, extras={k: v.to(device) for k, v in self.extras.items()}, context=ctx, vision=vision,
+                       **upd)
 
 
 def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad_id: int) -> RolloutBatch:
@@ -165,6 +170,7 @@ def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad
         truncated=torch.tensor([c.finish_reason == "length" for c in completions], dtype=torch.bool),
         prompt_len=p,
         behaviour_logp=blogp if has_blogp else None,
+        vision=BatchVision.from_rows([getattr(c, "vision", None) for c in completions]),
     )
 
 

@@ -14,6 +14,9 @@ class Example:
 
     ``id`` is stable across shuffles and resumes: prompt statistics, replay buffers and checkpoints key on it.
     ``target`` is the reference completion text used for supervised warm-up (defaults to the answer).
+    ``images`` are the prompt's images for a vision-language model: PIL images or paths to image files. A
+    text prompt marks where each goes with ``<image>`` (else they open the prompt); a chat prompt with
+    ``{"type": "image"}`` content parts.
     """
 
     id: str
@@ -22,6 +25,7 @@ class Example:
     task: str = ""
     target: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    images: tuple[Any, ...] = ()
 
     @property
     def sft_target(self) -> str:
@@ -97,6 +101,7 @@ class Completion:
     loss_mask: list[float] | None = None  # per completion token (None: every token is trained)
     segments: list[Segment] | None = None  # where each span came from (None: all sampled in this call)
     policy_version: int | None = None  # RL steps the sampling policy had taken (asynchronous rollouts)
+    vision: Any = None  # the prompt's images (rlvr.core.vision.VisionInputs), shared by a group's completions
 
     def __len__(self) -> int:
         return len(self.completion_ids)

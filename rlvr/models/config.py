@@ -7,20 +7,35 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ModelConfig", "TinyModelConfig", "LoRAConfig"]
+__all__ = ["ModelConfig", "TinyModelConfig", "TinyVisionConfig", "LoRAConfig"]
+
+
+class TinyVisionConfig(BaseModel):
+    """The vision tower of the tiny vision-language model (``model.tiny.arch: qwen2_vl``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    depth: int = Field(2, gt=0, description="vision transformer blocks")
+    embed_dim: int = Field(64, gt=0, description="vision transformer width")
+    num_heads: int = Field(4, gt=0, description="vision attention heads")
+    patch_size: int = Field(8, gt=0, description="pixels per patch side")
+    merge_size: int = Field(2, gt=0, description="patches merged per side into one language token")
+    min_pixels: int = Field(32 * 32, gt=0, description="images are resized up to at least this many pixels")
+    max_pixels: int = Field(64 * 64, gt=0, description="and down to at most this many")
 
 
 class TinyModelConfig(BaseModel):
     """Size of the built-in tiny model (used when ``model.path`` is not set)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    arch: Literal["qwen2", "llama"] = Field("qwen2", description="transformers architecture")
+    arch: Literal["qwen2", "llama", "qwen2_vl"] = Field(
+        "qwen2", description="transformers architecture (qwen2_vl: a vision-language model with `vision`)")
     hidden_size: int = Field(128, gt=0, description="model width")
     num_layers: int = Field(2, gt=0, description="number of transformer blocks")
     num_heads: int = Field(4, gt=0, description="attention heads")
     num_kv_heads: int = Field(2, gt=0, description="key/value heads (grouped-query attention)")
     intermediate_size: int = Field(512, gt=0, description="MLP width")
     max_positions: int = Field(128, gt=0, description="maximum sequence length")
+    vision: TinyVisionConfig = Field(default_factory=TinyVisionConfig, description="vision tower (arch qwen2_vl)")
 
 
 class LoRAConfig(BaseModel):

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
+from transformers import (AutoImageProcessor, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
 from rlvr.models.checks import ModelDirError, check_model_dir
 from rlvr.models.config import ModelConfig
-from rlvr.models.tiny import build_tiny_model, char_tokenizer
+from rlvr.models.tiny import build_tiny_model, char_tokenizer, tiny_image_processor, vlm_tokenizer
+from rlvr.models.vision import VisionProcessor, attach_vision
 
 __all__ = ["ModelConfig", "load_model", "load_tokenizer", "DTYPES"]
 
@@ -42,8 +43,11 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The policy and tokenizer; a ``path`` must be an existing local directory (nothing is downloaded)."""
     if cfg.path is None:
-        tok = char_tokenizer()
+        vlm = cfg.tiny.arch == "qwen2_vl"
+        tok = vlm_tokenizer() if vlm else char_tokenizer()
         model = build_tiny_model(cfg.tiny, tok, seed=seed)
+        if vlm:
+            attach_vision(tok, VisionProcessor.for_model(model.config, tiny_image_processor(cfg.tiny), tok))
         return model.to(DTYPES[cfg.dtype]), tok
     path = Path(cfg.path).expanduser()
     if not path.is_dir():
@@ -57,10 +61,27 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTra
         raise ModelDirError(f"{path}: cannot read the tokenizer ({type(e).__name__}: {e})") from None
     except (OSError, TypeError, KeyError, json.JSONDecodeError) as e:
         raise ModelDirError(f"{path}: cannot read the tokenizer ({type(e).__name__}: {e})") from None
+    vlm = "vision_config" in json.loads((path / "config.json").read_text(encoding="utf-8"))
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[cfg.dtype], local_files_only=True)
+        auto = AutoModelForImageTextToText if vlm else AutoModelForCausalLM
+        model = auto.from_pretrained(str(path), dtype=DTYPES[cfg.dtype], local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
         raise ModelDirError(f"{path}: cannot load the model ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    if vlm:
+        attach_vision(tok, _vision_processor(path, model, tok))
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
+
+
+def _vision_processor(path: Path, model, tok) -> VisionProcessor:
+    """The VLM directory's image processor (``preprocessor_config.json``) with its tokenizer."""
+    if not (path / "preprocessor_config.json").is_file():
+        raise ModelDirError(f"{path / 'preprocessor_config.json'}: missing; a vision-language model directory "
+                            "needs its image processor's config")
+    try:
+        image_processor = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
+        return VisionProcessor.for_model(model.config, image_processor, tok)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ModelDirError(f"{path}: cannot load the image processor ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0]})") from None

@@ -14,8 +14,48 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from rlvr.core.batch import RolloutBatch
+from rlvr.models.vision import SUPPRESSED_LOGIT, suppressed_tokens, vision_forward_kwargs
 
-__all__ = ["completion_logprobs", "token_logprobs_from_hidden", "CompletionLogprobs"]
+__all__ = ["completion_logprobs", "token_logprobs_from_hidden", "CompletionLogprobs", "trunk_hidden", "forward_inputs",
+           "output_head", "SUPPRESSED_LOGIT"]
+
+
+class _SuppressingHead(torch.nn.Module):
+    """An LM head whose logits of ``ids`` are :data:`SUPPRESSED_LOGIT`: tokens the policy never samples."""
+
+    def __init__(self, head: torch.nn.Module, ids: list[int]):
+        super().__init__()
+        self.head = head
+        self.register_buffer("mask", torch.zeros(head.out_features, dtype=torch.bool), persistent=False)
+        self.mask[ids] = True
+        self.in_features, self.out_features = head.in_features, head.out_features
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        z = self.head(h)
+        return z.masked_fill(self.mask.to(z.device), SUPPRESSED_LOGIT)
+
+
+def output_head(model) -> torch.nn.Module:
+    """``model``'s LM head as every log-prob computation applies it: with a VLM's image tokens suppressed
+    (:func:`~rlvr.models.vision.suppressed_tokens`), as the rollout engines suppress them when sampling, so
+    behaviour and trainer log-probs are of the same distribution."""
+    head = model.get_output_embeddings()
+    ids = suppressed_tokens(model)
+    return _SuppressingHead(head, ids) if ids else head
+
+
+def forward_inputs(model, batch: RolloutBatch) -> dict:
+    """The keyword arguments of ``model``'s (or its trunk's) forward over ``batch``: ids, mask and positions,
+    and for rows with images their patches and grids. A VLM computes its own multimodal rotary positions
+    from the image grids, so with images the batch's 1-D positions are left out."""
+    extra = vision_forward_kwargs(model, batch.input_ids, batch.vision)
+    return dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                position_ids=None if extra else batch.position_ids, use_cache=False, **extra)
+
+
+def trunk_hidden(trunk: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
+    """``[N, P+T, H]``: the last hidden state of ``trunk`` (a model's base, before the LM head) over ``batch``."""
+    return trunk(**forward_inputs(trunk, batch)).last_hidden_state
 
 
 def _head_logp(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, temperature: float,
@@ -59,11 +99,9 @@ def completion_logprobs(model: PreTrainedModel, batch: RolloutBatch, temperature
                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs ``[N, T]`` of the completion tokens under ``model`` at ``temperature`` (0 on padding)."""
     trunk = getattr(model, model.base_model_prefix)
-    head = model.get_output_embeddings()
-    out = trunk(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                position_ids=batch.position_ids, use_cache=False)
+    head = output_head(model)
     p, t = batch.prompt_len, batch.completion_mask.shape[1]
-    hidden = out.last_hidden_state[:, p - 1: p + t - 1]  # position j predicts token j + 1
+    hidden = trunk_hidden(trunk, batch)[:, p - 1: p + t - 1]  # position j predicts token j + 1
     targets = batch.input_ids[:, p: p + t]
     sel = batch.completion_mask.bool()
     softcap = getattr(model.config, "final_logit_softcapping", None)

@@ -11,9 +11,11 @@ from dataclasses import replace
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
+from rlvr.core.vision import VisionInputs
+from rlvr.models.vision import vision_of
 from rlvr.registry import Registry
 
-__all__ = ["RolloutEngine", "ENGINES", "encode_prompt", "rewrite_prompt"]
+__all__ = ["RolloutEngine", "ENGINES", "encode_prompt", "encode_example", "example_length", "rewrite_prompt"]
 
 
 @runtime_checkable
@@ -42,6 +44,28 @@ def encode_prompt(tokenizer, prompt: str | list[dict[str, str]], chat_template: 
     if not ids:
         raise ValueError(f"prompt {prompt!r} encodes to zero tokens")
     return list(ids)
+
+
+def encode_example(tokenizer, example: Example, chat_template: bool = False) -> tuple[list[int], VisionInputs | None]:
+    """Token ids of an example's prompt and, for a prompt with images, the images as the model reads them
+    (through the vision processor the tokenizer carries; an error for a text-only model)."""
+    if not example.images:
+        return encode_prompt(tokenizer, example.prompt, chat_template), None
+    vp = vision_of(tokenizer)
+    if vp is None:
+        raise ValueError(f"example {example.id!r} has images but the model is text-only (set model.path to a "
+                         "vision-language model, or model.tiny.arch: qwen2_vl)")
+    return vp.encode(example.prompt, example.images, chat_template)
+
+
+def example_length(tokenizer, example: Example, chat_template: bool = False) -> int:
+    """``len(encode_example(...)[0])``, without processing the images' pixels."""
+    if not example.images:
+        return len(encode_prompt(tokenizer, example.prompt, chat_template))
+    vp = vision_of(tokenizer)
+    if vp is None:
+        encode_example(tokenizer, example, chat_template)  # the text-only model's error
+    return vp.prompt_length(example.prompt, example.images, chat_template)
 
 
 def rewrite_prompt(ex: Example, rewrite: Callable[[str], str]) -> Example:

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
+from rlvr.core.vision import BatchVision, VisionInputs
 from rlvr.lazy import F, no_grad, torch, transformers
-from rlvr.rollout.base import ENGINES, encode_prompt
+from rlvr.models.vision import SUPPRESSED_LOGIT, suppressed_tokens, vision_forward_kwargs
+from rlvr.rollout.base import ENGINES, encode_example
 
 __all__ = ["HFEngine", "BehaviourLogprobs"]
 
@@ -33,8 +35,9 @@ class BehaviourLogprobs:
     """Records ``log_softmax(logits / temperature)`` of each sampled token, holding one step at a time;
     then applies temperature and top-p for sampling (``generate`` itself is given neither)."""
 
-    def __init__(self, temperature: float, top_p: float, prompt_width: int):
+    def __init__(self, temperature: float, top_p: float, prompt_width: int, suppress: Sequence[int] = ()):
         self.temperature, self.width = temperature, prompt_width
+        self.suppress = list(suppress)
         self.warpers = []
         if temperature != 1.0:
             self.warpers.append(transformers.TemperatureLogitsWarper(temperature))
@@ -49,6 +52,9 @@ class BehaviourLogprobs:
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if input_ids.shape[1] > self.width:  # the previous step's token is now known
             self._take(input_ids[:, -1])
+        if self.suppress:  # as rlvr.models.logprobs.output_head: tokens never sampled (a VLM's placeholders)
+            scores = scores.clone()
+            scores[:, self.suppress] = SUPPRESSED_LOGIT
         self._last = F.log_softmax(scores.float() / self.temperature, dim=-1)
         for warp in self.warpers:
             scores = warp(input_ids, scores)
@@ -63,11 +69,14 @@ class BehaviourLogprobs:
 
 
 class HFEngine:
+    supports_images = True  # prompts with images generate through a VLM's generate
+
     def __init__(self, model, tokenizer, batch_size: int = 256, chat_template: bool = False):
         self.model, self.tokenizer = model, tokenizer
         self.batch_size, self.chat_template = batch_size, chat_template
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id
+        self.suppress = suppressed_tokens(model)
 
     def sync_weights(self) -> None:
         return None
@@ -77,8 +86,8 @@ class HFEngine:
         """Completions of ``requests``; ``on_progress(rows_done, rows_total)`` after each internal batch."""
         rows = []
         for gi, req in enumerate(requests):
-            ids = encode_prompt(self.tokenizer, req.example.prompt, self.chat_template)
-            rows.extend(_Row(gi, req, list(ids)) for _ in range(req.n))
+            ids, vision = encode_example(self.tokenizer, req.example, self.chat_template)
+            rows.extend(_Row(gi, req, list(ids), vision) for _ in range(req.n))
         device = next(self.model.parameters()).device
         was_training = self.model.training
         self.model.eval()
@@ -120,9 +129,12 @@ class HFEngine:
             new, lp = torch.zeros(len(rows), 0, dtype=torch.long), torch.zeros(len(rows), 0)
         else:
             record = BehaviourLogprobs(1.0 if sampling.greedy else sampling.temperature,
-                                       1.0 if sampling.greedy else sampling.top_p, width)
+                                       1.0 if sampling.greedy else sampling.top_p, width, self.suppress)
             eos = self.eos_id if not stop_ids else [self.eos_id, *stop_ids]
+            vision = BatchVision.from_rows([r.vision for r in rows])
+            images = vision_forward_kwargs(self.model, input_ids, vision.to(device) if vision is not None else None)
             new = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
+                                      **{k: v.to(device) for k, v in images.items()},
                                       do_sample=not sampling.greedy, max_new_tokens=max_new,
                                       eos_token_id=eos, pad_token_id=self.pad_id, top_k=None,
                                       temperature=None, top_p=None,
@@ -151,7 +163,7 @@ class HFEngine:
         else:
             logprobs = list(req.prefix_logprobs or ()) + lps
         return Completion(req.example.id, list(row.ids), prefix + toks, logprobs, reason, text, group=row.group,
-                          segments=segments)
+                          segments=segments, vision=row.vision)
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,7 @@ class _Row:
     group: int
     req: GenerationRequest
     ids: list[int]  # the rendered prompt
+    vision: VisionInputs | None = None  # its images
 
     def key(self, sampling: SamplingParams) -> tuple[int, tuple[int, ...]]:
         max_new = sampling.max_new_tokens if self.req.max_new_tokens is None else self.req.max_new_tokens

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 __all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
-           "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass",
+           "without_image_support", "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass",
            "bind_stats", "observe_scores"]
 
 # (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
@@ -117,6 +117,16 @@ def wrapper_chain(engine: Any) -> list[Any]:
         out.append(engine)
         engine = engine.inner
     return out
+
+
+def without_image_support(engine: Any) -> list[str]:
+    """What in ``engine`` (its wrappers, outermost first, then the engine) cannot take image prompts: each
+    declares ``supports_images = True`` once it carries a prompt's images through (the ``hf`` engine does)."""
+    names = [f"engine wrapper {w.name!r}" for w in wrapper_chain(engine) if not getattr(w, "supports_images", False)]
+    base = base_engine(engine)
+    if not getattr(base, "supports_images", False):
+        names.append(f"engine {type(base).__name__}")
+    return names
 
 
 def base_engine(engine: Any) -> Any:

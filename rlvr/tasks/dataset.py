@@ -8,12 +8,19 @@ kept (default ``<file stem>-<row>``); an optional ``completion`` is the supervis
 field goes to ``Example.meta`` for verifiers that need structured gold data (tests, tables, databases).
 Errors name the file and line (JSONL) or row. Without ``eval_path``, ``eval_fraction`` of the train file is
 held out with ``data_seed``.
+
+Images (for a vision-language model): ``images_field`` holds one image or a list, each a path relative to
+the data file (or absolute) or an inline ``data:image/...;base64,...`` URI; chat prompts may instead carry
+them as ``{"type": "image", "image": ...}`` content parts. Every image is opened and checked when the data
+is read; a missing or corrupt one is an error naming its line, or with ``bad_images: skip`` the row is
+left out and counted in one warning.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -46,6 +53,8 @@ class DatasetParams(Params):
     verifier: str = Field("numeric", description="a registered verifier name, or 'package.module:function' "
                                                   "for a reward function (prompts, completions, **kw) -> floats")
     verifier_params: dict[str, Any] = Field(default_factory=dict, description="params of the named verifier")
+    images_field: str = Field("images", description="field holding a row's image paths (optional in the data)")
+    bad_images: Literal["error", "skip"] = Field("error", description="a missing or corrupt image: fail, or skip its row")
     data_seed: int = Field(0, description="seed of the eval hold-out")
     name: str = Field("jsonl", description="task name used in metrics")
 
@@ -122,7 +131,66 @@ def require_fields(where: str, row: Any, keys: tuple[str, ...]) -> None:
             raise DataError(f"{where}: missing field {key!r} (fields: {sorted(row)})")
 
 
-def _example(where: str, row: Any, default_id: str, p: DatasetParams) -> Example:
+class _BadImage(DataError):
+    """A row whose image is missing or unreadable (skipped with ``bad_images: skip``)."""
+
+
+def _open_image(where: str, ref: Any, base: Path) -> Any:
+    """A checked image: an absolute path string, or the decoded image of a ``data:`` URI."""
+    import base64
+    import binascii
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    if not isinstance(ref, str) or not ref:
+        raise _BadImage(f"{where}: an image must be a path or a data: URI, got {type(ref).__name__}")
+    try:
+        if ref.startswith("data:"):
+            head, _, data = ref.partition(",")
+            if ";base64" not in head:
+                raise _BadImage(f"{where}: an inline image must be base64 (data:image/...;base64,...)")
+            im = Image.open(io.BytesIO(base64.b64decode(data, validate=True)))
+            im.load()
+            return im.convert("RGB")
+        path = Path(ref).expanduser()
+        path = path if path.is_absolute() else base / path
+        if not path.is_file():
+            raise _BadImage(f"{where}: image {ref!r} does not exist ({path})")
+        with Image.open(path) as im:
+            im.verify()
+        return str(path.resolve())
+    except (UnidentifiedImageError, OSError, ValueError, binascii.Error, SyntaxError) as e:
+        if isinstance(e, _BadImage):
+            raise
+        raise _BadImage(f"{where}: image {ref[:80]!r} cannot be read ({type(e).__name__}: {e})") from None
+
+
+def _row_images(where: str, row: dict, prompt: Any, p: DatasetParams, base: Path) -> tuple[Any, tuple]:
+    """The prompt (chat image parts reduced to ``{"type": "image"}``) and the row's images in order."""
+    refs: list[Any] = []
+    if isinstance(prompt, list):
+        msgs = []
+        for m in prompt:
+            if isinstance(m, dict) and isinstance(m.get("content"), list):
+                parts = []
+                for part in m["content"]:
+                    if isinstance(part, dict) and part.get("type") == "image" and "image" in part:
+                        refs.append(part["image"])
+                        part = {"type": "image"}
+                    parts.append(part)
+                m = dict(m, content=parts)
+            msgs.append(m)
+        prompt = msgs
+    field = row.get(p.images_field)
+    if field is not None:
+        if refs:
+            raise DataError(f"{where}: images both in {p.images_field!r} and in the prompt's parts")
+        refs = list(field) if isinstance(field, list) else [field]
+    return prompt, tuple(_open_image(where, r, base) for r in refs)
+
+
+def _example(where: str, row: Any, default_id: str, p: DatasetParams, base: Path = Path(".")) -> Example:
     require_fields(where, row, (p.prompt_field, p.answer_field))
     prompt, answer = row[p.prompt_field], row[p.answer_field]
     if not (isinstance(prompt, str) and prompt) and not (isinstance(prompt, list) and prompt):
@@ -130,9 +198,10 @@ def _example(where: str, row: Any, default_id: str, p: DatasetParams) -> Example
     if not isinstance(answer, (str, int, float)) or isinstance(answer, bool):
         raise DataError(f"{where}: {p.answer_field!r} must be a string or number")
     target = row.get(p.completion_field)
-    meta = {k: v for k, v in row.items() if k not in (p.prompt_field, p.answer_field)}
+    prompt, images = _row_images(where, row, prompt, p, base)
+    meta = {k: v for k, v in row.items() if k not in (p.prompt_field, p.answer_field, p.images_field)}
     return Example(str(row.get(p.id_field, default_id)), prompt, str(answer), p.name,
-                   target if isinstance(target, str) else None, meta)
+                   target if isinstance(target, str) else None, meta, images)
 
 
 def read_examples(path: str | Path, p: DatasetParams) -> list[Example]:
@@ -142,7 +211,17 @@ def read_examples(path: str | Path, p: DatasetParams) -> list[Example]:
         raise DataError(f"{path}: no such file")
     fmt = _format(path, p.format)
     rows = _jsonl_rows(path) if fmt == "jsonl" else _table_rows(path, fmt, p.hf_split)
-    out = [_example(where, row, f"{path.stem}-{key}", p) for where, key, row in rows]
+    out, skipped = [], []
+    base = path.parent if path.is_file() else path
+    for where, key, row in rows:
+        try:
+            out.append(_example(where, row, f"{path.stem}-{key}", p, base))
+        except _BadImage as e:
+            if p.bad_images == "error":
+                raise DataError(f"{e} (set task.bad_images: skip to leave such rows out)") from None
+            skipped.append(str(e))
+    if skipped:
+        print(f"{path}: skipped {len(skipped)} rows with bad images; the first: {skipped[0]}", file=sys.stderr)
     if not out:
         raise DataError(f"{path}: no examples")
     return out

@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rlvr.models.lora import has_lora, save_adapter
+from rlvr.models.vision import save_tokenizer
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints", "checkpoint_tmp"]
 
@@ -94,7 +95,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
         save_adapter(model, tmp / "model")
     else:
         model.save_pretrained(tmp / "model", safe_serialization=True, state_dict=model_state)
-    tokenizer.save_pretrained(tmp / "model")
+    save_tokenizer(tokenizer, tmp / "model")
     if optimizer is None:
         opt_meta: dict[str, Any] = {"format": "dcp"}
     else:

@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file
 from rlvr.algorithms.advantages.gae import gae, token_rewards
 from rlvr.config import algorithm_needs
 from rlvr.core.batch import RolloutBatch
+from rlvr.models.logprobs import trunk_hidden
 from rlvr.models.lora import has_lora
 from rlvr.train.checkpoint import _flatten_optimizer, _unflatten_optimizer
 
@@ -74,8 +75,7 @@ class Critic:
 
     def _forward(self, mb: RolloutBatch) -> torch.Tensor:
         """``[n, t, K]`` values of a trimmed micro-batch (float32)."""
-        h = self.net["trunk"](input_ids=mb.input_ids, attention_mask=mb.attention_mask,
-                              position_ids=mb.position_ids, use_cache=False).last_hidden_state
+        h = trunk_hidden(self.net["trunk"], mb)
         p, t = mb.prompt_len, mb.completion_mask.shape[1]
         return self.net["head"](h[:, p - 1: p + t - 1]).float()
 

@@ -43,4 +43,6 @@ def export_model(path: str | Path, out: str | Path) -> Path:
     merged = merged_copy(load_adapter(model, src))
     merged.save_pretrained(out, safe_serialization=True)
     load_tokenizer(src).save_pretrained(out)
+    if (src / "preprocessor_config.json").is_file():  # a vision-language model's image processor
+        shutil.copy2(src / "preprocessor_config.json", out / "preprocessor_config.json")
     return out

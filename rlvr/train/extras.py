@@ -35,6 +35,7 @@ import torch
 from rlvr.algorithms.registry import EXTRAS
 from rlvr.core.batch import RolloutBatch, build_batch
 from rlvr.core.types import Completion, Example
+from rlvr.models.logprobs import output_head, trunk_hidden
 
 __all__ = ["compute_extras", "token_statistics", "teacher_completions", "rejected_answer", "segment_ends",
            "SEGMENT_DELIMITERS"]
@@ -58,7 +59,7 @@ def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch
     n, t = batch.completion_mask.shape
     out = {k: torch.zeros(n, t) for k in wanted if k != "hidden"}
     trunk = getattr(model, model.base_model_prefix)
-    head = model.get_output_embeddings()
+    head = output_head(model)
     softcap = getattr(model.config, "final_logit_softcapping", None)
     for idx in batch.micro_batch_rows(micro_batch_size, max_tokens=max_tokens):
         mb = batch.select(idx).trim()
@@ -67,8 +68,7 @@ def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch
                     else contextlib.nullcontext())
 
         with amp():
-            h = trunk(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-                      use_cache=False).last_hidden_state
+            h = trunk_hidden(trunk, mb)
         p, tm = mb.prompt_len, mb.completion_mask.shape[1]
         hid = h[:, p - 1: p + tm - 1]  # position j predicts token j + 1
         sel = mb.completion_mask.bool()
@@ -181,12 +181,11 @@ def teacher_kl(model, batch: RolloutBatch, teacher: RolloutBatch, temperature: f
     n, t = batch.completion_mask.shape
     out = torch.zeros(n, t)
     trunk = getattr(model, model.base_model_prefix)
-    head = model.get_output_embeddings()
+    head = output_head(model)
     softcap = getattr(model.config, "final_logit_softcapping", None)
 
     def positions(mb):
-        h = trunk(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=mb.position_ids,
-                  use_cache=False).last_hidden_state
+        h = trunk_hidden(trunk, mb)
         p, tm = mb.prompt_len, mb.completion_mask.shape[1]
         return h[:, p - 1: p + tm - 1][mb.completion_mask.bool()]  # position j predicts completion token j
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlvr.core.types import Example
-from rlvr.rollout.base import encode_prompt
+from rlvr.rollout.base import encode_prompt, example_length
 
 __all__ = ["PromptLimitError", "PromptReport", "max_positions", "fit_prompts"]
 
@@ -56,7 +56,7 @@ def max_positions(model: Any) -> int | None:
 
 def _truncate(tokenizer, ex: Example, limit: int, chat: bool) -> Example | None:
     """``ex`` with its text prompt cut to its last ``limit`` tokens; None when it cannot be cut."""
-    if isinstance(ex.prompt, list) or chat:
+    if isinstance(ex.prompt, list) or chat or ex.images:
         return None
     ids = tokenizer(ex.prompt, add_special_tokens=False)["input_ids"]
     special = len(encode_prompt(tokenizer, ex.prompt, False)) - len(ids)  # BOS and friends
@@ -84,7 +84,7 @@ def fit_prompts(task, tokenizer, model, max_new_tokens: int, max_prompt_tokens: 
     report = PromptReport(limit, positions)
     for split in task.splits:
         examples = task.examples(split)
-        lengths = [len(encode_prompt(tokenizer, ex.prompt, chat_template)) for ex in examples]
+        lengths = [example_length(tokenizer, ex, chat_template) for ex in examples]
         over = [i for i, n in enumerate(lengths) if limit is not None and n > limit]
         stats = {"prompts": len(examples), "longest": max(lengths, default=0), "over": len(over),
                  "dropped": 0, "truncated": 0}

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from rlvr.config import RunConfig, dump_config, load_config, needs_reference
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.lora import is_adapter_dir, load_adapter
+from rlvr.models.vision import save_tokenizer
 from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from rlvr.train.distributed import World, check_world, init_world
@@ -70,7 +71,7 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
         if stop:
             if world.main:
                 model.save_pretrained(save_to, safe_serialization=True)
-                tok.save_pretrained(save_to)
+                save_tokenizer(tok, save_to)
                 (save_to / "sft_progress.json").write_text(json.dumps(
                     {"steps_done": len(losses), "steps": cfg.sft.steps, "final_loss": losses[-1] if losses else None}))
             raise KeyboardInterrupt(
@@ -134,11 +135,11 @@ def train(cfg: RunConfig, model=None, tokenizer=None, task: Task | None = None) 
         if needs_reference(cfg):
             if world.main:
                 p.model.save_pretrained(out / "reference", safe_serialization=True)
-                p.tokenizer.save_pretrained(out / "reference")
+                save_tokenizer(p.tokenizer, out / "reference")
             ref = copy.deepcopy(p.model).eval().requires_grad_(False)
         if cfg.model.lora.rank and world.main:  # the frozen base, once: checkpoints then hold the adapter only
             p.model.save_pretrained(out / "lora_base", safe_serialization=True)
-            p.tokenizer.save_pretrained(out / "lora_base")
+            save_tokenizer(p.tokenizer, out / "lora_base")
         seed_everything(cfg.seed)
         c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
         with world.full_weights(c.update_module):
@@ -241,7 +242,7 @@ def run_sft(cfg: RunConfig, on_progress: Callable[[int, int], None] | None = Non
         p = prepare(cfg, check_scoring=False)
         done = _sft_phase(cfg, p.model, p.tokenizer, p.task, out / "model")
         p.model.save_pretrained(out / "model", safe_serialization=True)
-        p.tokenizer.save_pretrained(out / "model")
+        save_tokenizer(p.tokenizer, out / "model")
         engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
         with ProgressDisplay.standalone("eval") as progress:
             ev = run_eval(cfg, engine, p.task, on_progress=progress)

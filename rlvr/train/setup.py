@@ -25,7 +25,7 @@ from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
 from rlvr.rollout.ray_engine import RayPool
 from rlvr.models.lora import apply_lora
-from rlvr.rollout.wrappers import base_engine, bind_stats, wrap_engine
+from rlvr.rollout.wrappers import base_engine, bind_stats, without_image_support, wrap_engine
 from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
@@ -126,6 +126,16 @@ def evaluation_engine(cfg: RunConfig, engine):
                        cfg.model.chat_template, eval_only=True)
 
 
+def check_image_support(engine, task: Task) -> None:
+    """A task with image prompts needs an engine (and wrappers) that carry images through."""
+    if not any(ex.images for split in task.splits for ex in task.examples(split)):
+        return
+    lacking = without_image_support(engine)
+    if lacking:
+        raise SetupError(f"task {task.name!r} has image prompts, which {', '.join(lacking)} cannot take yet; use "
+                         "rollout.engine: hf without rollout strategies, contexts, guidance or multi-turn episodes")
+
+
 def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
     o = cfg.optim
     opt = OPTIMIZERS.get(o.optimizer.name).fn(model, o, o.optimizer.params)
@@ -149,6 +159,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     model = apply_lora(model, cfg.model.lora).to(device)  # adapters only train (a no-op without model.lora)
     update_module = world.wrap(CompletionLogprobs(model)) if world.distributed else None  # before the optimizer
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
+    check_image_support(engine, task)
     opt, sched = _optimizer(cfg, model)
     sampler, allocator, stats = build_data(cfg, task)
     bind_stats(engine, stats)  # wrappers that follow per-prompt pass rates (rollout.scaffold)

@@ -15,7 +15,7 @@ import torch
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.rollout.base import encode_prompt
+from rlvr.rollout.base import encode_example
 
 __all__ = ["sft", "sft_rows", "warmup_cosine", "train_steps"]
 
@@ -33,9 +33,9 @@ def sft_rows(tokenizer, examples: Sequence[Example], chat: bool) -> list[Complet
     """Each example as ``prompt + target + eos``, the target and eos the completion trained on."""
     rows = []
     for ex in examples:
-        p = encode_prompt(tokenizer, ex.prompt, chat)
+        p, vision = encode_example(tokenizer, ex, chat)
         t = tokenizer(ex.sft_target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        rows.append(Completion(ex.id, p, t, None, "stop", ex.sft_target))
+        rows.append(Completion(ex.id, p, t, None, "stop", ex.sft_target, vision=vision))
     return rows
 
 

@@ -47,6 +47,7 @@ import torch.nn.functional as F
 
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
+from rlvr.models.logprobs import forward_inputs
 from rlvr.rollout.base import encode_prompt, rewrite_prompt
 from rlvr.rollout.demos import question_text
 from rlvr.train.sft import train_steps
@@ -143,8 +144,7 @@ def kd_loss(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor, te
 
 def _logits(model, batch) -> torch.Tensor:
     """``[N, T, V]`` logits at the positions that predict each completion token."""
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-                use_cache=False).logits
+    out = model(**forward_inputs(model, batch)).logits
     p, t = batch.prompt_len, batch.completion_mask.shape[1]
     return out[:, p - 1: p + t - 1]
 
