@@ -3,6 +3,7 @@
 - :mod:`~rlvr.cli.commands` — the typer app: ``train``, ``sft``, ``eval``, ``compare``, ``report``,
   ``verify``, ``recipes``, ``config``; ``rlvr`` (``rlvr.cli:main``) and ``python -m rlvr`` run it.
 - :mod:`~rlvr.cli.defab` — ``rlvr defab derive`` / ``generate``, mounted on the app.
+- :mod:`~rlvr.cli.geosym` — ``rlvr geosym generate``: GeoSym geometry problems, mounted on the app.
 - :mod:`~rlvr.cli.verify` — ``rlvr verify``: score a JSONL file of completions.
 - :mod:`~rlvr.cli.docs` — the generated config reference (``rlvr config --reference``; the README's copy is
   rewritten with ``python -m rlvr.cli.docs README.md``).

@@ -1,4 +1,5 @@
-"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config, defab, data, merge.
+"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config, defab, geosym, data,
+merge.
 
 Start-up is kept fast: this module imports only typer and rich, and each command imports what it needs
 (torch, transformers and the component registries come with ``rlvr.config``), so ``rlvr --help``,
@@ -30,8 +31,10 @@ console = Console(stderr=True)
 def _mount_subcommands() -> None:
     from rlvr.cli.data import app as data_app, merge
     from rlvr.cli.defab import app as defab_app
+    from rlvr.cli.geosym import app as geosym_app
 
     app.add_typer(defab_app, name="defab", help="DeFAb: defeasible-logic engine and abduction instances")
+    app.add_typer(geosym_app, name="geosym", help="GeoSym: geometry problems with diagrams and exact symbolic answers")
     app.add_typer(data_app, name="data", help="data pipeline: dedup, benchmark-overlap removal, label re-verification")
     app.command("merge")(merge)
 
