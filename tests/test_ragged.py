@@ -47,6 +47,7 @@ EXTRA_FIXTURES = {
     "step_useful_frac": lambda n, g: torch.rand(n, generator=g),  # a fraction per row
     "values": lambda n, g: torch.randn(n, T, generator=g),  # a critic's values, either sign
     "values_std": lambda n, g: torch.rand(n, T, generator=g),  # spreads >= 0
+    "vision_similarity": lambda n, g: torch.rand(n, T, generator=g) * 2 - 1,  # cosines in [-1, 1]
     "belief_progress": lambda n, g: torch.randn(n, T, generator=g),  # gains in log-prob, either sign
     # segments 1, 2, ... along each row (a new one wherever a coin flip says so)
     "belief_segment": lambda n, g: 1 + (torch.rand(n, T, generator=g) < 0.4).float().cumsum(1),

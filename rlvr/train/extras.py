@@ -14,7 +14,8 @@ prompt + hint + completion, keeping full-vocabulary logits per chunk; ``segment_
 completion token once (no model pass); ``belief_progress`` / ``belief_segment`` (together) one no-grad
 forward per segment boundary of each completion, prompt + prefix + suffix + gold answer
 (:mod:`rlvr.train.beliefs`); ``values`` / ``values_std`` (together) one no-grad forward of the critic
-(:mod:`rlvr.train.critic`).
+(:mod:`rlvr.train.critic`); ``vision_similarity`` one no-grad policy forward keeping every layer's
+hidden states (:mod:`rlvr.train.vision_extras`).
 
 Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
 divided by the training temperature (``algorithm.train_temperature``, default the rollout temperature) for
@@ -246,6 +247,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         ends = out["segment_end"] if "segment_end" in out else segment_ends(batch, c.tokenizer)
         out.update(belief_extras(c.model, dev, ends, completions, examples, c.tokenizer, s, b.suffix,
                                  b.max_segments))
+    if "vision_similarity" in needs:  # one no-grad forward with every layer's hidden states (PEPO)
+        from rlvr.train.vision_extras import vision_similarity
+
+        out["vision_similarity"] = vision_similarity(c.model, dev, s.micro_batch_size)
     if "context_index" in needs:  # set by the contexts engine wrapper (no model pass)
         from rlvr.rollout.contexts import context_rows
 
