@@ -28,14 +28,17 @@ def test_recipe_set_and_metadata():
 # have signal; TAC samples over domains, so it gets a mixture of two copies of the task (the data file
 # tiny_overrides writes); NudgeRL's groups of 2 contexts x per_context (MEML-GRPO's 4 x per_context) match the
 # tiny group size of 4
+# a recipe that sets its own task's parameters (the demos) gets the tiny task as a whole section
 def _recipe_overrides(name: str, tmp_path) -> list[str]:
     if name in ("nudge_rl", "meml_grpo"):
         return list(BINARY) + [f"rollout.contexts.per_context={2 if name == 'nudge_rl' else 1}"]
-    if name != "tac":
-        return list(BINARY)
     sub = (f"{{name: jsonl, train_path: {tmp_path / 'data.jsonl'}, eval_fraction: 0.25, "
            f"verifier: '{BINARY[0].partition('=')[2]}'}}")
-    return [f"task={{name: mixture, tasks: [{{task: {sub}, name: a}}, {{task: {sub}, name: b}}]}}"]
+    if name == "tac":
+        return [f"task={{name: mixture, tasks: [{{task: {sub}, name: a}}, {{task: {sub}, name: b}}]}}"]
+    if set(load_recipe(name).get("task", {})) - {"name"}:
+        return [f"task={sub}"]
+    return list(BINARY)
 
 
 @pytest.mark.parametrize("name", [n for n, _, _ in list_recipes()])

@@ -60,9 +60,10 @@ class AR3POAllocator(Allocator):
                     "components": {k: float(v) for k, v in sc.components.items() if isinstance(v, (int, float))}}
             elif self.p.reuse and g.n and g.example.id in self.buffer:
                 b = self.buffer[g.example.id]
+                vision = g.completions[0].vision if g.completions else None  # the same prompt's images
                 g.completions.append(Completion(g.example.id, list(b["prompt_ids"]), list(b["completion_ids"]),
                                                 None if b["logprobs"] is None else list(b["logprobs"]),
-                                                b["finish_reason"], b["text"]))
+                                                b["finish_reason"], b["text"], vision=vision))
                 g.scores.append(Score(b["score"], dict(b["components"]), {"reused": True}))
                 g.rewards.append(b["reward"])
                 g.reused += 1

@@ -54,8 +54,8 @@ def belief_extras(model, batch: RolloutBatch, ends: torch.Tensor, completions: S
         answer = tokenizer.encode(str(ex.answer), add_special_tokens=False) or [tokenizer.eos_token_id]
         cuts = [0] + (boundaries(ends[i].tolist(), length, max_segments) if length else [])
         spans.append(cuts)
-        probes += [Completion(comp.example_id, list(comp.prompt_ids) + ids[:t] + suffix_ids, answer, None, "stop", "")
-                   for t in cuts]
+        probes += [Completion(comp.example_id, list(comp.prompt_ids) + ids[:t] + suffix_ids, answer, None, "stop", "",
+                              vision=comp.vision) for t in cuts]
     pb = build_batch(probes, [0.0] * len(probes), tokenizer.pad_token_id).to(batch.input_ids.device)
     lp = batch_logprobs(model, pb, replace(s, temperature=1.0)).cpu().double()
     pm = pb.completion_mask.cpu().double()

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.models.logprobs import forward_inputs
-from rlvr.rollout.base import encode_prompt, rewrite_prompt
+from rlvr.rollout.base import encode_example, rewrite_prompt
 from rlvr.rollout.demos import question_text
 from rlvr.train.sft import train_steps
 
@@ -162,7 +162,8 @@ def distill(model, tokenizer, rows: Sequence[SSBRow], cfg, steps: int, batch_siz
     def comp(ex: Example, r: SSBRow) -> Completion:
         ids = list(r.solution_ids)
         ids = ids if ids and ids[-1] == eos[0] else ids + eos
-        return Completion(ex.id, encode_prompt(tokenizer, ex.prompt, chat_template), ids, None, "stop", r.solution)
+        prompt, vision = encode_example(tokenizer, ex, chat_template)
+        return Completion(ex.id, prompt, ids, None, "stop", r.solution, vision=vision)
 
     student_rows = [comp(r.example, r) for r in rows]
     teacher_rows = [comp(r.teacher, r) for r in rows]
