@@ -28,7 +28,8 @@ def test_recipe_set_and_metadata():
 # have signal; TAC samples over domains, so it gets a mixture of two copies of the task (the data file
 # tiny_overrides writes); NudgeRL's groups of 2 contexts x per_context (MEML-GRPO's 4 x per_context) match the
 # tiny group size of 4
-# a recipe that sets its own task's parameters (the demos) gets the tiny task as a whole section
+# a recipe that sets its own task's parameters (the demos) gets the tiny task as a whole section, keeping
+# `faithfulness` (FGRPO's consistency and grounding components, which fgrpo_vlm's constraints read)
 def _recipe_overrides(name: str, tmp_path) -> list[str]:
     if name in ("nudge_rl", "meml_grpo"):
         return list(BINARY) + [f"rollout.contexts.per_context={2 if name == 'nudge_rl' else 1}"]
@@ -36,8 +37,9 @@ def _recipe_overrides(name: str, tmp_path) -> list[str]:
            f"verifier: '{BINARY[0].partition('=')[2]}'}}")
     if name == "tac":
         return [f"task={{name: mixture, tasks: [{{task: {sub}, name: a}}, {{task: {sub}, name: b}}]}}"]
-    if set(load_recipe(name).get("task", {})) - {"name"}:
-        return [f"task={sub}"]
+    own = load_recipe(name).get("task", {})
+    if set(own) - {"name"}:
+        return [f"task={sub[:-1]}{', faithfulness: true' if own.get('faithfulness') else ''}}}"]
     return list(BINARY)
 
 

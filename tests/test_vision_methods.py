@@ -1,4 +1,4 @@
-"""Methods on images: PEPO and CEPO train real steps of the tiny VLM on a JSONL with image paths, their extra
+"""Methods on images: PEPO, CEPO and PROPA train real steps of the tiny VLM on a JSONL with image paths, their extra
 passes see the images, and every extra producer that builds new rows keeps each row's images."""
 
 import json
@@ -30,7 +30,7 @@ def _image_jsonl(tmp_path, n=8):
     return [f"task.train_path={path}"]
 
 
-@pytest.mark.parametrize("recipe", ["pepo", "cepo"])
+@pytest.mark.parametrize("recipe", ["pepo", "cepo", "propa"])
 def test_image_methods_train_the_vision_tower(recipe, tmp_path):
     out = run_recipe_steps(recipe, tmp_path, steps=2, overrides=VLM + BINARY + _image_jsonl(tmp_path))
     before, after = out["before"], out["after"]

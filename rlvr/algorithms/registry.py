@@ -64,6 +64,8 @@ EXTRAS = {
     "values_std": "[N, T] the spread (population std) of the critic's heads at each token (0 with one head)",
     "belief_progress": "[N, T] the gain in the policy's mean log-prob of the gold answer (after "
                        "algorithm.belief.suffix) over the token's segment: b_k - b_{k-1} (GRPO-VPS)",
+    "process_value": "[N] the label of a PROPA tree row: its MCTS Q value, log-boosted, ln(1 + 10 Q) / ln 11 "
+                     "(rollout.strategy propa); -1 for other rows (no model pass)",
     "vision_similarity": "[N, T] PEPO's perception score: each completion token's hidden state's cosine with the "
                          "prompt's image tokens, averaged over image tokens and layers (0 on rows without images)",
     "belief_segment": "[N, T] the segment (1, 2, ...) each completion token belongs to in the belief probe; 0 on "

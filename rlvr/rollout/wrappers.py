@@ -27,7 +27,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 __all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
            "without_image_support", "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass",
-           "bind_stats", "observe_scores"]
+           "bind_stats", "bind_task", "observe_scores"]
 
 # (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
 Build = Callable[[Any, Any, Any, Any, bool], Any]
@@ -161,6 +161,15 @@ def bind_stats(engine: Any, stats: Any) -> Any:
     for w in wrapper_chain(engine):
         if hasattr(w, "bind_stats"):
             w.bind_stats(stats)
+    return engine
+
+
+def bind_task(engine: Any, task: Any) -> Any:
+    """Give the run's task to every wrapper that scores its own rollouts while growing them (``bind_task``: PROPA's
+    simulations); returns ``engine``."""
+    for w in wrapper_chain(engine):
+        if hasattr(w, "bind_task"):
+            w.bind_task(task)
     return engine
 
 

@@ -14,6 +14,10 @@ the data file (or absolute) or an inline ``data:image/...;base64,...`` URI; chat
 them as ``{"type": "image", "image": ...}`` content parts. Every image is opened and checked when the data
 is read; a missing or corrupt one is an error naming its line, or with ``bad_images: skip`` the row is
 left out and counted in one warning.
+
+``faithfulness: true`` adds FGRPO's rule-based ``consistency`` and ``grounding`` score components (weight 0;
+:mod:`rlvr.verifiers.faithfulness`); a row's scene field (``layout`` or ``objects``, kept in ``meta``) is what
+the grounding check reads.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from rlvr.core.types import Example
 from rlvr.registry import Params, RegistryError
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.verifiers import VERIFIERS, build_verifier, from_callable
+from rlvr.verifiers.faithfulness import faithfulness_checks
 
 __all__ = ["DatasetParams", "JsonlParams", "dataset_task", "read_examples", "read_jsonl_examples", "split_holdout",
            "DataError"]
@@ -57,6 +62,8 @@ class DatasetParams(Params):
     bad_images: Literal["error", "skip"] = Field("error", description="a missing or corrupt image: fail, or skip its row")
     data_seed: int = Field(0, description="seed of the eval hold-out")
     name: str = Field("jsonl", description="task name used in metrics")
+    faithfulness: bool = Field(False, description="add FGRPO's rule-based consistency and grounding score "
+                                                  "components (weight 0; rlvr.verifiers.faithfulness)")
 
     @model_validator(mode="after")
     def _check_verifier(self) -> "DatasetParams":
@@ -246,7 +253,8 @@ def dataset_task(p: DatasetParams) -> Task:
     else:
         train, evals = split_holdout(train, p.eval_fraction, p.data_seed)
     verifier = build_verifier(p.verifier, p.verifier_params) if ":" not in p.verifier else from_callable(p.verifier)
-    return Task(p.name, {"train": train, "eval": evals}, [WeightedVerifier(verifier)])
+    checks = [WeightedVerifier(v, 0.0) for v in faithfulness_checks()] if p.faithfulness else []
+    return Task(p.name, {"train": train, "eval": evals}, [WeightedVerifier(verifier), *checks])
 
 
 TASKS.register("dataset", DatasetParams)(dataset_task)

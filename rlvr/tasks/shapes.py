@@ -14,6 +14,13 @@ appears once, so the held-out split never shares an image and question with the 
 ``sft`` split each answer is off by one (up or down, never below 0) with that probability. A model that
 imitates it learns to count and the annotator's noise; RL against the exact verifier (rewards and
 evaluation always use the true count) can then do better than its teacher.
+
+``faithfulness`` (off by default) prepares the task for FGRPO (the ``fgrpo_vlm`` recipe): the scores gain the
+rule-based ``consistency`` and ``grounding`` components (:mod:`rlvr.verifiers.faithfulness`, weight 0, so
+rewards are unchanged), and the SFT targets carry a short reasoning for them to read: the shapes of each
+colour present, in ``colors`` order, then the asked count, e.g. ``"<think>2 red,1 blue;3 shapes</think>3"``
+(``"...;0 green</think>0"`` for ``green?``). A noisy annotator states its answer in the reasoning too, so its
+targets stay consistent and its off-by-one count is an ungrounded claim.
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ from pydantic import Field, model_validator
 from rlvr.core.types import Example
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
+from rlvr.verifiers.faithfulness import faithfulness_checks
 from rlvr.verifiers.numeric import NumericVerifier
 
-__all__ = ["ShapesParams", "shapes_task", "draw_layout", "PALETTE"]
+__all__ = ["ShapesParams", "shapes_task", "draw_layout", "reasoning_target", "PALETTE"]
 
 PALETTE = {"red": (230, 40, 40), "green": (40, 200, 60), "blue": (50, 90, 240), "yellow": (235, 220, 40),
            "white": (245, 245, 245), "purple": (160, 60, 200)}
@@ -46,6 +54,8 @@ class ShapesParams(Params):
     num_train: int = Field(4000, gt=0, description="train problems")
     data_seed: int = Field(0, description="seed of the layouts and the split (independent of the run seed)")
     teacher_error: float = Field(0.0, ge=0.0, le=1.0, description="chance the SFT annotator is off by one")
+    faithfulness: bool = Field(False, description="add FGRPO's rule-based consistency and grounding components "
+                                                  "(weight 0) and give the SFT targets a short <think> reasoning")
 
     @model_validator(mode="after")
     def _check(self) -> "ShapesParams":
@@ -96,6 +106,14 @@ def _question(p: ShapesParams, layout, rng: random.Random) -> tuple[str, int]:
     return f"{color}?", sum(1 for _, c, _ in layout if c == color)
 
 
+def reasoning_target(p: ShapesParams, layout, question: str, answer: int) -> str:
+    """The ``faithfulness`` SFT target: per-colour counts, then the asked count, then the answer."""
+    counts = [f"{sum(1 for _, c, _ in layout if c == col)} {col}" for col in dict.fromkeys(p.colors)
+              if any(c == col for _, c, _ in layout)]
+    asked = "shapes" if question == "shapes?" else question[:-1]
+    return f"<think>{','.join(counts)};{answer} {asked}</think>{answer}"
+
+
 @TASKS.register("shapes", ShapesParams)
 def shapes_task(p: ShapesParams) -> Task:
     """Count coloured shapes in an image (the vision-language CPU demo task)."""
@@ -111,9 +129,11 @@ def shapes_task(p: ShapesParams) -> Task:
             target = n + 1 if n == 0 or teacher.random() < 0.5 else n - 1
         e = Example(id=f"{split}{i}", prompt=f"<image>{q}", answer=str(n), task="shapes", images=(image,),
                     meta={"layout": [list(s) for s in layout]})
-        return e, Example(e.id, e.prompt, e.answer, e.task, str(target), e.meta, e.images)
+        sft = reasoning_target(p, layout, q, target) if p.faithfulness else str(target)
+        return e, Example(e.id, e.prompt, e.answer, e.task, sft, e.meta, e.images)
 
     evals = [ex(i, lay, "eval")[0] for i, lay in enumerate(layouts[: p.num_eval])]
     pairs = [ex(i, lay, "train") for i, lay in enumerate(layouts[p.num_eval:])]
+    checks = [WeightedVerifier(v, 0.0) for v in faithfulness_checks()] if p.faithfulness else []
     return Task("shapes", {"train": [a for a, _ in pairs], "eval": evals, "sft": [b for _, b in pairs]},
-                [WeightedVerifier(NumericVerifier())])
+                [WeightedVerifier(NumericVerifier()), *checks])

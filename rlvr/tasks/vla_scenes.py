@@ -26,6 +26,10 @@ split never shares an image with the train split. ``teacher_error`` models a slo
 supervised warm-up: in the ``sft`` split each target is, with that probability, jittered (every
 coordinate moved by up to ``teacher_jitter``, uniformly, then clipped to [0, 1]); rewards and evaluation
 always use the exact gold.
+
+``faithfulness`` (off by default) adds FGRPO's rule-based ``consistency`` and ``grounding`` score components
+(:mod:`rlvr.verifiers.faithfulness`, weight 0: rewards are unchanged) for the ``fgrpo`` transform to read;
+the targets' reasoning (the block's colour) is a claim the grounding check verifies.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from pydantic import Field, model_validator
 from rlvr.core.types import Example
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
+from rlvr.verifiers.faithfulness import faithfulness_checks
 from rlvr.verifiers.vla import VLAVerifier
 
 __all__ = ["VLAScenesParams", "vla_scenes_task", "draw_scene", "Scene", "PALETTE", "TABLE", "GRIPPER",
@@ -73,6 +78,8 @@ class VLAScenesParams(Params):
     teacher_error: float = Field(0.0, ge=0.0, le=1.0, description="chance the SFT annotator's target is jittered")
     teacher_jitter: float = Field(0.1, ge=0.0, le=1.0, description="largest shift of each coordinate of a "
                                                                    "jittered SFT target (normalised units)")
+    faithfulness: bool = Field(False, description="add FGRPO's rule-based consistency and grounding score "
+                                                  "components (weight 0)")
 
     @model_validator(mode="after")
     def _check(self) -> "VLAScenesParams":
@@ -216,5 +223,6 @@ def vla_scenes_task(p: VLAScenesParams) -> Task:
 
     evals = [ex(i, s, "eval")[0] for i, s in enumerate(scenes[: p.num_eval])]
     pairs = [ex(i, s, "train") for i, s in enumerate(scenes[p.num_eval:])]
+    checks = [WeightedVerifier(v, 0.0) for v in faithfulness_checks()] if p.faithfulness else []
     return Task("vla_scenes", {"train": [a for a, _ in pairs], "eval": evals, "sft": [b for _, b in pairs]},
-                [WeightedVerifier(VLAVerifier())])
+                [WeightedVerifier(VLAVerifier()), *checks])

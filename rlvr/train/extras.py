@@ -271,6 +271,8 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.envs.turns import turn_tensors
 
         out["turn_index"], out["turn_reward"] = (x.cpu() for x in turn_tensors(completions, batch.completion_mask))
+    if "process_value" in needs:  # set by the propa strategy (no model pass)
+        out["process_value"] = torch.tensor([float(getattr(comp, "process_value", -1.0)) for comp in completions])
     if "scaffold_credit" in needs:  # set by the scaffold wrapper, from the texts (no model pass)
         from rlvr.rollout.scaffold import credit_rows
 

@@ -25,7 +25,7 @@ from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
 from rlvr.rollout.ray_engine import RayPool
 from rlvr.models.lora import apply_lora
-from rlvr.rollout.wrappers import base_engine, bind_stats, without_image_support, wrap_engine
+from rlvr.rollout.wrappers import base_engine, bind_stats, bind_task, without_image_support, wrap_engine
 from rlvr.sampling import build_data
 from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
@@ -163,6 +163,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     opt, sched = _optimizer(cfg, model)
     sampler, allocator, stats = build_data(cfg, task)
     bind_stats(engine, stats)  # wrappers that follow per-prompt pass rates (rollout.scaffold)
+    bind_task(engine, task)  # wrappers that score their own rollouts (rollout.strategy propa)
     c = Components(model=model, tokenizer=tok, task=task, engine=engine,
                       sampler=sampler, allocator=allocator, stats=stats,
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
@@ -174,6 +175,6 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     c.after_update = interleaved_sft(cfg, model, tok, task)
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
-                                lambda m: bind_stats(build_engine(cfg, m, tok, cfg.rollout.batch_size, training=True),
-                                                     stats))
+                                lambda m: bind_task(bind_stats(build_engine(cfg, m, tok, cfg.rollout.batch_size,
+                                                                            training=True), stats), task))
     return c

@@ -11,6 +11,8 @@ batch-level rate tau_k. With the current multipliers lambda_k >= 0:
 
 so a constraint met on the batch loses weight and a violated one gains it. The multipliers are the
 transform's state, saved in checkpoints. A configured component missing from the task's scores is an error.
+Without a judge, rule-based ``consistency`` and ``grounding`` components come from
+:mod:`rlvr.verifiers.faithfulness` (a task's ``faithfulness: true``; the ``fgrpo_vlm`` recipe).
 """
 
 from __future__ import annotations
