@@ -85,3 +85,6 @@ class SFTConfig(_Section):
                                                        "SFT steps on the reference completions (0: off)")
     interleave_steps: int = Field(10, gt=0, description="SFT steps per interleaved phase")
     interleave_lr: float | None = Field(None, gt=0.0, description="interleaved phases' constant lr (null: sft.lr)")
+    interleave_source: Literal["task", "rollouts"] = Field(
+        "task", description="interleaved phases train on the task's reference completions, or on the rows the "
+                            "rollout strategy collected since the last phase (PROPA's successful and corrected paths)")

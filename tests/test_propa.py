@@ -129,3 +129,62 @@ def test_propa_needs_the_task():
     eng = PROPAEngine(ScriptedEngine(tok), tok, PROPAParams())
     with pytest.raises(RuntimeError, match="bind_task"):
         eng.generate([GenerationRequest(Example("q", "x", "1"), 4)], SamplingParams())
+
+
+class AnsweringEngine(ScriptedEngine):
+    """Sampled steps are 'a\\n', 'b\\n' or a final 'ans 1' (EOS): terminal and correct."""
+
+    def generate(self, requests, sampling):
+        if sampling.greedy:
+            return super().generate(requests, sampling)
+        out, rng = [], random.Random(sampling.seed)
+        for gi, req in enumerate(requests):
+            prompt = self.tok(req.example.prompt)["input_ids"]
+            for _ in range(req.n):
+                pick = rng.choice(["a\n", "b\n", "ans 1"])
+                new = self.tok(pick)["input_ids"] + ([self.tok.eos_token_id] if pick == "ans 1" else [])
+                ids = list(req.prefix_ids) + new
+                out.append(Completion(req.example.id, prompt, ids, [-0.5] * len(ids), "stop", "", group=gi))
+        return out
+
+
+def test_sft_rows_are_paths_to_correct_answers_or_the_reference():
+    from rlvr.rollout.propa_tree import Node, best_paths
+
+    tok = char_tokenizer()
+    eng = PROPAEngine(AnsweringEngine(tok), tok, PROPAParams(iterations=8, expansions=3, max_steps=3))
+    eng.bind_task(AnswerTask())
+    eng.generate([GenerationRequest(Example("q", "x=", "1", target="ans 1"), 6)],
+                 SamplingParams(temperature=1.0, max_new_tokens=40, seed=1))
+    rows = eng.sft_rows()
+    assert 1 <= len(rows) <= 2 and eng.sft_rows() == []  # cleared once read
+    for r in rows:
+        text = tok.decode(r.completion_ids, skip_special_tokens=True)
+        assert text.endswith("ans 1") and r.completion_ids[-1] == tok.eos_token_id
+        assert r.prompt_ids == tok("x=")["input_ids"] and r.mask() == [1.0] * len(r.completion_ids)
+    # a search that never finds the answer falls back to the reference solution
+    eng2, _ = _engine(iterations=3, expansions=2, max_steps=2)
+    eng2.generate([GenerationRequest(Example("q", "x=", "9", target="ans 9"), 2)],
+                  SamplingParams(temperature=1.0, max_new_tokens=40, seed=0))
+    (ref,) = eng2.sft_rows()
+    assert ref.completion_ids == tok("ans 9", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    # the pair with the shallowest common ancestor: siblings under the root beat cousins deeper down
+    root = Node([], [])
+    a, b = Node([1], [0.0], root, depth=1), Node([2], [0.0], root, depth=1)
+    root.children = [a, b]
+    a1, a2 = Node([3], [0.0], a, depth=2), Node([4], [0.0], a, depth=2)
+    a.children = [a1, a2]
+    b1 = Node([5], [0.0], b, depth=2)
+    b.children = [b1]
+    assert best_paths([a1, a2, b1], 2) == [a1, b1]
+    assert best_paths([a1, a2], 2) == [a1, a2] and len(best_paths([a1, a2, b1], 3)) == 3
+
+
+def test_interleaved_sft_on_the_strategys_rows_runs_through_the_trainer(tmp_path):
+    from tests.methods.helpers import run_recipe_steps
+    from tests.methods.seed_support import BINARY
+
+    out = run_recipe_steps("propa", tmp_path, steps=2, overrides=list(BINARY) + [
+        "sft.interleave_every=1", "sft.interleave_source=rollouts", "sft.interleave_steps=2", "sft.batch_size=4"])
+    assert all("sft/rows" in m for m in out["metrics"])
+    assert any(m.get("sft/steps", 0) == 2 for m in out["metrics"])

@@ -35,25 +35,33 @@ reference's string match of "the final answer is <gold>"; the greedy simulation 
 then cut into steps (the same tokens as step-by-step greedy decoding under the step cap); a request keeps at
 most ``max_groups`` sibling sets (default ``n // expansions``, at least 1), those whose labels vary most, so a
 step's trained rows stay near the configured budget; when no node qualifies, the root's children are
-returned (a group without signal, as GRPO has). Not built yet: the SFT phases on successful trajectories and
-the process reward model that guides search at evaluation.
+returned (a group without signal, as GRPO has).
+
+Interleaved SFT (``sft.interleave_every`` with ``sft.interleave_source: rollouts``): each tree also yields
+supervised rows (:meth:`PROPAEngine.sft_rows`), as ``create_SFT_train_*_after_grpo.py`` builds them: the paths
+to at most ``sft_paths`` correct terminal nodes (when there are more, the pair whose lowest common ancestor is
+shallowest), or, when the search found no correct path, the question's reference solution. The reference
+writes one row per step (question + earlier steps -> step); one row per path, every step trained, holds the
+same token losses. The reference's filter on the root's stored value is not reproduced. Not built yet: the
+process reward model that guides search at evaluation.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from pydantic import Field
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
 from rlvr.registry import Params
+from rlvr.rollout.propa_tree import Node, best_paths, log_boost, sibling_labels, skipped, ucb
 from rlvr.rollout.rose import TreeCompletion
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
 from rlvr.rollout.wrappers import as_subclass
 
-__all__ = ["PROPAParams", "PROPAEngine", "ProcessCompletion", "log_boost", "ucb", "sibling_labels", "skipped"]
+__all__ = ["PROPAParams", "PROPAEngine", "ProcessCompletion", "log_boost", "ucb", "sibling_labels", "skipped",
+           "best_paths", "build_propa"]
 
 
 class PROPAParams(Params):
@@ -66,29 +74,7 @@ class PROPAParams(Params):
     terminal: str = Field("the final answer is", description="a step containing it ends the path (EOS does too)")
     min_span: float = Field(0.1, ge=0.0, description="a sibling set whose labels span less is skipped")
     max_groups: int | None = Field(None, gt=0, description="sibling sets kept per question (default n // expansions)")
-
-
-def log_boost(q: float) -> float:
-    """``ln(1 + 10 q) / ln 11``: 0 -> 0, 1 -> 1, 0.5 -> 0.7472."""
-    return math.log(1.0 + 10.0 * q) / math.log(11.0)
-
-
-def ucb(value: float, visits: int, parent_visits: int, c: float) -> float:
-    """``Q/N + c sqrt(2 ln N_parent / N)``; +inf for an unvisited child."""
-    if visits == 0:
-        return math.inf
-    return value / visits + c * math.sqrt(2.0 * math.log(max(parent_visits, 1)) / visits)
-
-
-def skipped(labels: Sequence[float], min_span: float) -> bool:
-    """A sibling set is left out when its labels are all 0, all 1, or span less than ``min_span``."""
-    return all(x == 0.0 for x in labels) or all(x == 1.0 for x in labels) or max(labels) - min(labels) < min_span
-
-
-def sibling_labels(children: Sequence["_Node"], min_span: float) -> list[float] | None:
-    """The children's log-boosted Q values, or None when the set is :func:`skipped`."""
-    labels = [log_boost(ch.value / ch.visits) if ch.visits else 0.0 for ch in children]
-    return None if skipped(labels, min_span) else labels
+    sft_paths: int = Field(2, gt=0, description="correct paths per question kept for the interleaved SFT phases")
 
 
 @dataclass
@@ -96,30 +82,6 @@ class ProcessCompletion(TreeCompletion):
     """A candidate step of a PROPA tree: ``process_value`` is its label (-1: none)."""
 
     process_value: float = -1.0
-
-
-@dataclass(eq=False)
-class _Node:
-    ids: list[int]  # this step's tokens
-    logprobs: list[float]
-    parent: "_Node | None" = None
-    children: list["_Node"] = field(default_factory=list)
-    visits: int = 0
-    value: float = 0.0
-    terminal: bool = False
-    depth: int = 0
-    node_id: int = 1
-
-    def path(self) -> tuple[list[int], list[float]]:
-        ids, lps, cur = [], [], self
-        chain = []
-        while cur is not None and cur.parent is not None:
-            chain.append(cur)
-            cur = cur.parent
-        for n in reversed(chain):
-            ids += n.ids
-            lps += n.logprobs
-        return ids, lps
 
 
 class PROPAEngine:
@@ -132,6 +94,7 @@ class PROPAEngine:
         self.inner, self.tokenizer, self.params = inner, tokenizer, params
         self.task = None
         self._prompt: dict[int, tuple[list[int], Any]] = {}  # request -> (rendered prompt ids, its images)
+        self._rows: list[Completion] = []  # supervised rows since the last sft_rows()
         self._m = dict.fromkeys(("calls", "groups", "skipped", "sims", "correct_sims", "nodes"), 0.0)
 
     def bind_task(self, task) -> None:
@@ -159,14 +122,14 @@ class PROPAEngine:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return 1.0 if self.task.score(example, text).correct else 0.0
 
-    def _select(self, root: _Node) -> _Node:
+    def _select(self, root: Node) -> Node:
         node = root
         while node.children:
             node = max(node.children, key=lambda ch: ucb(ch.value, ch.visits, node.visits, self.params.c))
         return node
 
     @staticmethod
-    def _backup(node: _Node, r: float) -> None:
+    def _backup(node: Node, r: float) -> None:
         while node is not None:
             node.visits += 1
             node.value += r
@@ -176,14 +139,16 @@ class PROPAEngine:
         """A path's token budget: the request's (or the sampling's) ``max_new_tokens``."""
         return sampling.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
 
-    def _iteration(self, reqs: Sequence[GenerationRequest], roots: list[_Node], sampling: SamplingParams,
+    def _iteration(self, reqs: Sequence[GenerationRequest], roots: list[Node], sampling: SamplingParams,
                    it: int) -> None:
         p = self.params
         leaves = [self._select(root) for root in roots]
         expand = []
         for i, leaf in enumerate(leaves):
             if leaf.terminal or leaf.depth >= p.max_steps or len(leaf.path()[0]) >= self._budget(reqs[i], sampling):
-                self._backup(leaf, self._correct(reqs[i].example, leaf.path()[0]))
+                leaf.terminal = True
+                leaf.correct = self._correct(reqs[i].example, leaf.path()[0])
+                self._backup(leaf, leaf.correct)
             else:
                 expand.append(i)
         if not expand:
@@ -196,7 +161,7 @@ class PROPAEngine:
                                 prefix_source="prefix", max_new_tokens=min(p.step_tokens, room), stop=(p.delimiter,)))
         seed = None if sampling.seed is None else sampling.seed + 7919 * it
         comps = self.inner.generate(asks, replace(sampling, seed=seed))
-        new: list[tuple[int, _Node]] = []
+        new: list[tuple[int, Node]] = []
         for comp in comps:
             i = expand[comp.group]
             self._prompt.setdefault(i, (list(comp.prompt_ids), comp.vision))
@@ -205,20 +170,21 @@ class PROPAEngine:
             lps = list(comp.logprobs or [0.0] * len(comp.completion_ids))
             step, step_lp, done = self._cut_step(comp.completion_ids[start:], lps[start:], comp.finish_reason)
             full = start + len(step) >= self._budget(reqs[i], sampling)
-            child = _Node(step, step_lp, leaf, terminal=done or full or leaf.depth + 1 >= p.max_steps,
+            child = Node(step, step_lp, leaf, terminal=done or full or leaf.depth + 1 >= p.max_steps,
                           depth=leaf.depth + 1)
             leaf.children.append(child)
             new.append((i, child))
         self._simulate(reqs, new, sampling)
 
-    def _simulate(self, reqs: Sequence[GenerationRequest], new: list[tuple[int, _Node]],
+    def _simulate(self, reqs: Sequence[GenerationRequest], new: list[tuple[int, Node]],
                   sampling: SamplingParams) -> None:
         p = self.params
         sims, asks = [], []
         for i, child in new:
             ids, _ = child.path()
             if child.terminal:
-                self._backup(child, self._correct(reqs[i].example, ids))
+                child.correct = self._correct(reqs[i].example, ids)
+                self._backup(child, child.correct)
                 continue
             sims.append((i, child, ids))
             room = min(p.step_tokens * (p.max_steps - child.depth), self._budget(reqs[i], sampling) - len(ids))
@@ -257,16 +223,17 @@ class PROPAEngine:
                 comp.group = asked[comp.group]
                 out.append(comp)
         reqs = [requests[i] for i in grown]
-        roots = [_Node([], [], None) for _ in reqs]
+        roots = [Node([], [], None) for _ in reqs]
         self._prompt = {}
         for it in range(self.params.iterations):
             self._iteration(reqs, roots, sampling, it)
         for k, (i, root) in enumerate(zip(grown, roots)):
             out += self._groups(i, requests[i], root, *self._prompt[k])
+            self._rows += self._sft_rows(requests[i], root, *self._prompt[k])
         self._m["calls"] += 1
         return out
 
-    def _groups(self, group: int, req: GenerationRequest, root: _Node, prompt: list[int],
+    def _groups(self, group: int, req: GenerationRequest, root: Node, prompt: list[int],
                 vision: Any) -> list[Completion]:
         """The kept sibling sets of one tree as completions (see the module docstring)."""
         p = self.params
@@ -305,6 +272,34 @@ class PROPAEngine:
                 out.append(as_subclass(comp, ProcessCompletion, tree_node=ch.node_id, tree_parent=n.node_id,
                                        tree_branch=len(prefix), process_value=label))
         return out
+
+    def _sft_rows(self, req: GenerationRequest, root: Node, prompt: list[int], vision: Any) -> list[Completion]:
+        """The supervised rows of one tree (``create_SFT_train_*_after_grpo.py``): the paths to at most
+        ``sft_paths`` correct terminal nodes (those whose lowest common ancestor is shallowest), or, when the
+        search found none, the example's reference solution (``Example.sft_target``) when it has one."""
+        correct, stack = [], [root]
+        while stack:
+            n = stack.pop()
+            stack += n.children
+            if n.terminal and n.correct >= 1.0:
+                correct.append(n)
+        ex = req.example
+        if not correct:
+            if not ex.sft_target:
+                return []
+            ids = self.tokenizer(ex.sft_target, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            return [Completion(ex.id, list(prompt), ids, None, "stop", ex.sft_target, vision=vision)]
+        rows = []
+        for n in best_paths(correct, self.params.sft_paths):
+            ids, _ = n.path()
+            rows.append(Completion(ex.id, list(prompt), ids, None, "stop",
+                                   self.tokenizer.decode(ids, skip_special_tokens=True), vision=vision))
+        return rows
+
+    def sft_rows(self) -> list[Completion]:
+        """The supervised rows gathered since the last call (``sft.interleave_source: rollouts``)."""
+        rows, self._rows = self._rows, []
+        return rows
 
     def metrics(self) -> dict[str, float]:
         m, self._m = self._m, dict.fromkeys(self._m, 0.0)

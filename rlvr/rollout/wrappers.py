@@ -27,7 +27,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 __all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
            "without_image_support", "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass",
-           "bind_stats", "bind_task", "observe_scores"]
+           "bind_stats", "bind_task", "observe_scores", "collect_sft_rows"]
 
 # (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
 Build = Callable[[Any, Any, Any, Any, bool], Any]
@@ -171,6 +171,16 @@ def bind_task(engine: Any, task: Any) -> Any:
         if hasattr(w, "bind_task"):
             w.bind_task(task)
     return engine
+
+
+def collect_sft_rows(engine: Any) -> list[Any]:
+    """The supervised rows (completions to imitate) every wrapper that produces them (``sft_rows``) has
+    gathered since the last call (PROPA's correct and corrected paths), cleared as they are read."""
+    rows: list[Any] = []
+    for w in wrapper_chain(engine):
+        if hasattr(w, "sft_rows"):
+            rows += w.sft_rows()
+    return rows
 
 
 def observe_scores(engine: Any, completions: Sequence[Any], scores: Sequence[Any]) -> None:

@@ -7,6 +7,11 @@ split when it has one, else ``train``), the warm-up's data and loss (:func:`rlvr
 supervised half of methods that alternate SFT with RLVR (PRISM's stages, PROPA's interleaved SFT, MEML-GRPO's
 periodic SFT).
 
+With ``sft.interleave_source: rollouts`` a phase trains instead on the rows the training engine's rollout
+strategy gathered since the last phase (:func:`rlvr.rollout.wrappers.collect_sft_rows`: PROPA's paths to
+correct answers and, for questions its search never solved, their reference solutions); a phase with no
+rows is skipped. Those rows come from the rollouts, which a resumed run regenerates identically.
+
 Each phase has its own AdamW, fresh, with a constant learning rate, and draws its batches with a seed of
 (run seed, RL step): a phase depends only on the weights it starts from and its step, so a resumed run
 repeats exactly what the uninterrupted one did, with no state to checkpoint. Metrics: ``sft/loss`` (the
@@ -17,17 +22,21 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rlvr.rollout.wrappers import collect_sft_rows
 from rlvr.train.loop import step_seed
 from rlvr.train.sft import sft, sft_rows
 
 __all__ = ["interleaved_sft"]
 
 
-def interleaved_sft(cfg: Any, model, tokenizer, task) -> Callable[[int], dict[str, float]] | None:
-    """The phase to run after each RL step's update (a no-op at steps without one), or None when off."""
+def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None) -> Callable[[int], dict[str, float]] | None:
+    """The phase to run after each RL step's update (a no-op at steps without one), or None when off;
+    ``engine``: the training engine, whose strategy supplies the rows with ``interleave_source: rollouts``."""
     every = cfg.sft.interleave_every
     if not every:
         return None
+    if cfg.sft.interleave_source == "rollouts":
+        return _rollout_phase(cfg, model, tokenizer, engine, every)
     split = "sft" if "sft" in task.splits else "train"
     examples = [ex for ex in task.examples(split) if ex.sft_target]
     if not examples:
@@ -43,5 +52,24 @@ def interleaved_sft(cfg: Any, model, tokenizer, task) -> Callable[[int], dict[st
                      seed=step_seed(cfg.seed, step, salt=7), chat_template=cfg.model.chat_template,
                      micro_batch_size=cfg.train.micro_batch_size, schedule="constant", rows=rows)
         return {"sft/loss": sum(losses) / len(losses), "sft/steps": float(len(losses))}
+
+    return phase
+
+
+def _rollout_phase(cfg: Any, model, tokenizer, engine: Any, every: int) -> Callable[[int], dict[str, float]]:
+    lr = cfg.sft.interleave_lr or cfg.sft.lr
+    pending: list[Any] = []
+
+    def phase(step: int) -> dict[str, float]:
+        pending.extend(collect_sft_rows(engine))  # every step's rows, trained at the next phase
+        if (step + 1) % every:
+            return {}
+        rows, pending[:] = list(pending), []
+        if not rows:
+            return {"sft/rows": 0.0}
+        losses = sft(model, tokenizer, None, cfg.sft.interleave_steps, cfg.sft.batch_size, lr,
+                     seed=step_seed(cfg.seed, step, salt=7), chat_template=cfg.model.chat_template,
+                     micro_batch_size=cfg.train.micro_batch_size, schedule="constant", rows=rows)
+        return {"sft/loss": sum(losses) / len(losses), "sft/steps": float(len(losses)), "sft/rows": float(len(rows))}
 
     return phase

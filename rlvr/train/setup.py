@@ -133,7 +133,8 @@ def check_image_support(engine, task: Task) -> None:
     lacking = without_image_support(engine)
     if lacking:
         raise SetupError(f"task {task.name!r} has image prompts, which {', '.join(lacking)} cannot take yet; use "
-                         "rollout.engine: hf without rollout strategies, contexts, guidance or multi-turn episodes")
+                         "rollout.engine: hf or vllm without rollout strategies, contexts, guidance or multi-turn "
+                         "episodes")
 
 
 def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
@@ -172,7 +173,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                                     pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
                       algo_state=AlgorithmState(cfg), world=world,
                       update_module=update_module)
-    c.after_update = interleaved_sft(cfg, model, tok, task)
+    c.after_update = interleaved_sft(cfg, model, tok, task, engine)
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
                                 lambda m: bind_task(bind_stats(build_engine(cfg, m, tok, cfg.rollout.batch_size,
