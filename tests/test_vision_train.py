@@ -79,3 +79,18 @@ def test_image_prompts_are_refused_where_they_cannot_go(tmp_path, extra, lacking
                    "train.steps=1", "model.tiny.max_positions=64"] + extra
     with pytest.raises((SetupError, ValueError), match=lacking):
         train(load_config(overrides=over))
+
+
+def test_lora_on_the_vlm_keeps_adapters_and_exports_a_merged_vlm(tmp_path):
+    from rlvr.train.export import export_model
+
+    over = TINY + [f"out={tmp_path / 'run'}", "task.name=shapes", "task.num_train=16", "task.num_eval=4",
+                   "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=2", "sft.steps=1",
+                   "sft.batch_size=4", "train.steps=2", "train.checkpoint_every=2", "eval.num_examples=4",
+                   "eval.samples=1", "model.tiny.max_positions=64", "model.lora.rank=4"]
+    train(load_config(overrides=over))
+    ckpt = tmp_path / "run" / "checkpoints" / "step_000002" / "model"
+    assert (ckpt / "adapter_model.safetensors").is_file() and (ckpt / "preprocessor_config.json").is_file()
+    out = export_model(ckpt, tmp_path / "merged")
+    merged, tok = load_model(ModelConfig(path=str(out)))
+    assert type(merged).__name__ == "Qwen2VLForConditionalGeneration" and vision_of(tok) is not None
