@@ -270,3 +270,39 @@ def test_image_placeholder_tokens_are_never_sampled_and_have_no_probability(vlm)
     assert torch.allclose(stats["logp"][m], lp[m], atol=1e-5) and torch.allclose(stats["entropy"][m], ent[m], atol=1e-4)
     assert torch.isfinite(ent[m]).all()
     assert ((lp - batch.behaviour_logp).abs() * batch.completion_mask).max() < 1e-4
+
+
+def test_vllm_image_prompts_and_suppression_helpers(vlm):
+    """What the vllm engine sends (rlvr.rollout.vllm_vision; no vLLM needed): one placeholder per image, which
+    vLLM expands back to rlvr's ids, and the sampled token's raw log-prob renormalised over unsuppressed ones."""
+    from types import SimpleNamespace
+
+    from rlvr.models.vision import suppressed_tokens
+    from rlvr.rollout.vllm_vision import Suppression, collapse_placeholders, vllm_image_prompt
+
+    model, tok = vlm
+    vp = vision_of(tok)
+    ex = _examples()[3]  # two images of different sizes
+    ids, vis = encode_example(tok, ex)
+    sent = vllm_image_prompt(ids, [7, 8], vis, vp)
+    assert sent["prompt_token_ids"] == vp.render(ex.prompt, 2, False) + [7, 8]
+    assert sent["multi_modal_data"]["image"]["pixel_values"] is vis.pixel_values
+    per = (vis.image_grid_thw.prod(-1) // vp.merge_size ** 2).tolist()
+    expanded = [t for i in sent["prompt_token_ids"][:-2] for t in ([i] * per.pop(0) if i == vp.image_token_id else [i])]
+    assert expanded == ids and collapse_placeholders(ids, vis, vp.image_token_id, vp.merge_size) == vp.render(
+        ex.prompt, 2, False)
+    banned = suppressed_tokens(model)
+    s = Suppression(banned, tok, len(tok), raw=False)
+    assert s.kwargs == {"bad_words": tok.convert_ids_to_tokens(banned)}  # each one token, as vLLM re-encodes them
+    raw = Suppression(banned, tok, len(tok), raw=True)
+    assert raw.kwargs["logprob_token_ids"] == banned and raw.kwargs["logprobs"] == 4
+    logits = torch.randn(len(tok))
+    full = torch.log_softmax(logits, -1)
+    position = {i: SimpleNamespace(logprob=full[i].item()) for i in [5, *banned]}
+    masked = logits.clone()
+    masked[banned] = -1e9
+    assert abs(raw.logprob(position, 5) - torch.log_softmax(masked, -1)[5].item()) < 1e-5
+    assert s.logprob(position, 5) == position[5].logprob  # processed log-probs come renormalised already
+    odd = SimpleNamespace(convert_ids_to_tokens=lambda ids: ["ab"] * len(ids), encode=lambda t, **_: [1, 2])
+    assert Suppression(banned, odd, 50, raw=False).kwargs == {"allowed_token_ids": [t for t in range(50)
+                                                                                   if t not in banned]}

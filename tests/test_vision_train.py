@@ -69,6 +69,8 @@ def test_the_shapes_task_trains_the_tiny_vlm_from_config(tmp_path):
                    "eval.samples=1", "model.tiny.max_positions=64"]
     summary = train(load_config(overrides=over))
     assert 0.0 <= summary["eval_after"]["accuracy"] <= 1.0
+    metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics and all(m["logp_mismatch"] < 1e-4 for m in metrics)  # engine and trainer agree on image prompts
 
 
 @pytest.mark.parametrize("extra, lacking", [(["rollout.strategy.name=spec_rl"], "engine wrapper 'strategy'"),

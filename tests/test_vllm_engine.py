@@ -1,6 +1,7 @@
 """The ``vllm`` rollout engine on vLLM's CPU build: log-probs equal the trainer's, in-memory weight sync,
-the sampling distribution, seeds, prefixes, stops, per-request lengths, and GRPO runs that learn as ``hf``
-runs do. Marked ``vllm``: run with ``bash scripts/test_vllm.sh`` (skipped where vLLM is absent)."""
+the sampling distribution, seeds, prefixes, stops, per-request lengths, GRPO runs that learn as ``hf``
+runs do, and image prompts on the tiny VLM. Marked ``vllm``: run with ``bash scripts/test_vllm.sh``
+(skipped where vLLM is absent)."""
 
 import json
 import subprocess
@@ -316,3 +317,144 @@ def test_a_lora_model_is_served_with_its_adapters_merged():
     out = VLLMEngine(model, TOK).generate(REQS, SamplingParams(1.0, max_new_tokens=8, seed=1))
     lp, batch = trainer_logprobs(model, out, 1.0)
     torch.testing.assert_close(lp, batch.behaviour_logp, rtol=0, atol=1e-4)
+
+
+# ---- image prompts: a tiny Qwen2-VL (one engine for the module, then one training run) ---------------------
+# text head size 32 (vLLM's CPU attention); the vision tower's is 64 / 4 = 16, which vLLM's vision attention takes
+VLM = TinyModelConfig(arch="qwen2_vl", hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
+                      num_kv_heads=2, max_positions=128)
+
+
+def _img(h, w, seed):
+    import numpy as np
+    from PIL import Image
+
+    return Image.fromarray((np.random.default_rng(seed).random((h, w, 3)) * 255).astype("uint8"))
+
+
+def _vlm_requests(n=(3, 2, 2, 2)):
+    """Images of two sizes (4 and 8 merged patches), two images in one prompt, and a text-only prompt."""
+    exs = [Example("small", "<image>n?", "1", images=(_img(32, 32, 1),)),
+           Example("wide", "<image>red?", "2", images=(_img(32, 64, 2),)),
+           Example("two", "<image>and<image>?", "3", images=(_img(48, 40, 3), _img(32, 32, 4))),
+           Example("text", "plain 12+3=", "15")]
+    return [GenerationRequest(ex, k) for ex, k in zip(exs, n)]
+
+
+@pytest.fixture(scope="module")
+def vlm():
+    import gc
+
+    from rlvr.models import ModelConfig, load_model
+
+    model, tok = load_model(ModelConfig(tiny=VLM), seed=4)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and "embed" not in name:
+                p.mul_(3.0)
+    gc.collect()  # earlier tests' engines are gone before this one starts (one engine per process)
+    t0 = time.perf_counter()
+    engine = VLLMEngine(model, tok)
+    print(f"\nVLM engine start: {time.perf_counter() - t0:.1f} s")
+    return model, tok, engine
+
+
+def _vlm_mismatch(model, tok, out, temperature):
+    batch = build_batch(out, [0.0] * len(out), tok.pad_token_id)
+    with torch.no_grad():
+        lp, _ = completion_logprobs(model, batch, temperature=temperature)
+    return ((lp - batch.behaviour_logp) * batch.completion_mask).abs(), batch
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
+def test_image_prompts_carry_rlvrs_ids_and_images_and_the_trainers_logprobs(vlm, temperature):
+    from rlvr.rollout.base import encode_example
+
+    model, tok, engine = vlm
+    reqs = _vlm_requests()
+    out = engine.generate(reqs, SamplingParams(temperature, max_new_tokens=8, seed=3))
+    assert [c.group for c in out] == [0] * 3 + [1] * 2 + [2] * 2 + [3] * 2
+    for c in out:
+        ids, vision = encode_example(tok, reqs[c.group].example)
+        assert c.prompt_ids == ids  # placeholders expanded one per merged patch, as rlvr's encoder writes them
+        if vision is None:
+            assert c.vision is None
+        else:
+            assert torch.equal(c.vision.pixel_values, vision.pixel_values)
+            assert torch.equal(c.vision.image_grid_thw, vision.image_grid_thw)
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    assert [out[k].prompt_ids.count(pad) for k in (0, 3, 5)] == [4, 8, 6 + 4]  # merged patches per image size
+    diff, batch = _vlm_mismatch(model, tok, out, 1.0 if temperature == 0 else temperature)
+    assert batch.vision.row_images.tolist() == [1] * 5 + [2] * 2 + [0] * 2
+    print(f"\nT={temperature}: max |vllm - trainer| log-prob {diff.max().item():.2e}")
+    assert diff.max() < 1e-4
+    if temperature > 0:
+        assert len({tuple(c.completion_ids) for c in out[:3]}) > 1  # it sampled
+
+
+def test_weight_sync_reaches_the_vision_tower(vlm):
+    model, tok, engine = vlm
+    reqs, s = _vlm_requests(), SamplingParams(1.0, max_new_tokens=8, seed=5)
+    before = engine.generate(reqs, s)
+    old, _ = _vlm_mismatch(model, tok, before, 1.0)
+    with torch.no_grad():  # the vision tower alone: only the image rows' policy moves
+        for name, p in model.named_parameters():
+            if "visual" in name:
+                p.add_(0.5 * torch.randn_like(p))
+    stale = engine.generate(reqs, s)
+    assert [c.completion_ids for c in stale] == [c.completion_ids for c in before]  # not synced yet
+    moved, _ = _vlm_mismatch(model, tok, stale, 1.0)
+    assert moved[:7].max() > 1e-2 and moved[7:].max() < 1e-4  # image rows only
+    engine.sync_weights()
+    after = engine.generate(reqs, s)
+    diff, _ = _vlm_mismatch(model, tok, after, 1.0)
+    print(f"\nvision tower changed, synced: max |vllm - trainer| {diff.max().item():.2e} (before the change "
+          f"{old.max().item():.2e}; the stale engine was {moved.max().item():.2e} off)")
+    assert diff.max() < 1e-4
+    with torch.no_grad():  # and every weight
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    engine.sync_weights()
+    diff, _ = _vlm_mismatch(model, tok, engine.generate(reqs, s), 1.0)
+    print(f"all weights changed, synced: max |vllm - trainer| {diff.max().item():.2e}")
+    assert diff.max() < 1e-4
+
+
+def test_a_vlms_image_tokens_are_never_sampled(vlm):
+    """At T = 2 (vLLM's maximum) the unsuppressed head would draw the four image tokens dozens of times in
+    these samples; vLLM draws none, and its log-probs stay the trainer's (suppressed and renormalised)."""
+    from rlvr.models.logprobs import forward_inputs
+    from rlvr.models.vision import suppressed_tokens
+
+    model, tok, engine = vlm
+    banned, temperature = suppressed_tokens(model), 2.0
+    assert len(banned) == 4
+    out = engine.generate(_vlm_requests(n=(24, 24, 24, 24)), SamplingParams(temperature, max_new_tokens=16, seed=9))
+    drawn = [t for c in out for t in c.completion_ids]
+    assert not set(drawn) & set(banned)
+    diff, batch = _vlm_mismatch(model, tok, out, temperature)
+    assert diff.max() < 1e-4
+    with torch.no_grad():  # how many the raw (unsuppressed) head would have drawn, in expectation
+        logits = model(**forward_inputs(model, batch)).logits[:, batch.prompt_len - 1: -1].float()
+    mass = torch.softmax(logits / temperature, -1)[..., banned].sum(-1)
+    expected = (mass * batch.completion_mask).sum().item()
+    print(f"\n{len(drawn)} tokens at T={temperature}: 0 image tokens drawn, {expected:.0f} expected unsuppressed")
+    assert expected > 20
+
+
+def test_a_vlm_trains_on_image_prompts_with_vllm(tmp_path):
+    """The shapes task on the tiny VLM through ``rollout.engine=vllm``; top-p 0.9 at T = 1 takes vLLM's raw
+    log-probs, renormalised over the unsuppressed tokens, and the mismatch stays at float rounding."""
+    over = [f"out={tmp_path / 'vlm'}", "rollout.engine=vllm", "task.name=shapes", "model.tiny.arch=qwen2_vl",
+            "model.tiny.hidden_size=128", "model.tiny.num_heads=4", "model.tiny.num_kv_heads=2",
+            "model.tiny.intermediate_size=256", "model.tiny.num_layers=1", "model.tiny.vision.depth=1",
+            "model.tiny.max_positions=64", "task.num_train=16", "task.num_eval=4", "rollout.prompts_per_step=2",
+            "rollout.group_size=4", "rollout.max_new_tokens=3", "rollout.top_p=0.9", "sft.steps=1",
+            "sft.batch_size=4", "train.steps=2", "train.checkpoint_every=0", "eval.num_examples=4",
+            "eval.samples=1"]
+    t0 = time.perf_counter()
+    summary = train(load_config(overrides=over))
+    lines = [json.loads(x) for x in (tmp_path / "vlm" / "metrics.jsonl").read_text().splitlines()]
+    print(f"\nVLM run with vllm: {time.perf_counter() - t0:.1f} s; logp_mismatch {[m['logp_mismatch'] for m in lines]}")
+    assert len(lines) == 2 and all(m["logp_mismatch"] < 1e-4 for m in lines)
+    assert 0.0 <= summary["eval_after"]["accuracy"] <= 1.0

@@ -22,12 +22,18 @@ worker lives in the calling process (one per rank under ``torchrun``) and weight
   is cut as ``hf`` cuts it (after the token that completes it), so both engines return the same shape.
 - **Seeds.** With ``sampling.seed`` set, request ``i`` gets seed ``seed + 1000003 * i`` and vLLM gives its
   ``k``-th sample ``+ k``: the same call samples the same tokens again.
+- **Image prompts** (Qwen2-VL family, :mod:`rlvr.rollout.vllm_vision`): each goes to vLLM as rlvr's own
+  token ids (one placeholder per image, which vLLM expands) with the prompt's processed patches and grids,
+  so the completion's ``prompt_ids`` and ``vision`` are exactly what the trainer's forward reads; the VLM's
+  image tokens are never sampled (probability 0, the rest renormalised, as the trainer's ``output_head``).
+  The vision tower's weights are synced with the rest (vLLM's ``hf_to_vllm_mapper`` renames them).
 - **Sleep mode** (GPU): after each ``generate`` the engine sleeps (level 2: weights and KV cache freed);
   the next ``generate`` wakes it, pushes the current weights and rebuilds the cache.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import shutil
@@ -38,9 +44,11 @@ from typing import Sequence
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
 from rlvr.lazy import torch
 from rlvr.models.lora import inference_state_dict
-from rlvr.rollout.base import ENGINES, encode_prompt
+from rlvr.models.vision import save_tokenizer, suppressed_tokens, vision_of
+from rlvr.rollout.base import ENGINES, encode_example
 from rlvr.rollout.hf import _cut_at_stop_string
 from rlvr.rollout.vllm_config import VLLMConfig
+from rlvr.rollout.vllm_vision import VLLM_VLM_ARCHS, Suppression, register_vllm_vlms, vllm_image_prompt
 
 __all__ = ["VLLMEngine", "VLLMUnavailable", "logprobs_mode"]
 
@@ -81,6 +89,8 @@ def _in_process_env(settings: VLLMConfig) -> None:
 class VLLMEngine:
     """Sampling through a colocated ``vllm.LLM`` (see the module docstring)."""
 
+    supports_images = True  # a Qwen2-VL-family model's image prompts (rlvr.rollout.vllm_vision)
+
     def __init__(self, model, tokenizer, batch_size: int = 256, chat_template: bool = False,
                  settings: VLLMConfig | None = None, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0):
         self.settings = settings = settings or VLLMConfig()
@@ -104,9 +114,20 @@ class VLLMEngine:
             log.warning("rollout.engine=vllm with top_p=%g and temperature=%g: vLLM's behaviour log-probs are those "
                         "of the top-p-truncated distribution, the trainer's are not (see rlvr.rollout.vllm_engine)",
                         top_p, temperature)
+        vlm = getattr(model.config, "vision_config", None) is not None
+        if vlm:
+            kind = getattr(model.config, "model_type", None)
+            if kind not in VLLM_VLM_ARCHS or vision_of(tokenizer) is None:
+                raise VLLMUnavailable(f"rollout.engine=vllm serves vision-language models of the Qwen2-VL family "
+                                      f"({', '.join(VLLM_VLM_ARCHS)}) with rlvr's image processor; got {kind!r}")
+            register_vllm_vlms()
         self._dir = tempfile.mkdtemp(prefix="rlvr-vllm-")
-        model.config.save_pretrained(self._dir)
-        tokenizer.save_pretrained(self._dir)
+        config = model.config
+        if vlm and not config.architectures:  # a model built from its config (the tiny VLM) names none
+            config = copy.deepcopy(config)
+            config.architectures = [VLLM_VLM_ARCHS[config.model_type][0]]
+        config.save_pretrained(self._dir)
+        save_tokenizer(tokenizer, self._dir)  # with a VLM's image processor (preprocessor_config.json)
         args = dict(model=self._dir, tokenizer=self._dir, load_format="dummy", dtype=dtype, seed=seed,
                     enable_prefix_caching=settings.enable_prefix_caching,
                     gpu_memory_utilization=settings.gpu_memory_utilization,
@@ -115,6 +136,9 @@ class VLLMEngine:
                     max_model_len=settings.max_model_len, logprobs_mode=mode,
                     enforce_eager=device.type != "cuda" if settings.enforce_eager is None else settings.enforce_eager,
                     max_num_seqs=batch_size)
+        if vlm:
+            # rlvr's processed patches as a dict, already rescaled and normalised (rlvr.rollout.vllm_vision)
+            args.update(enable_mm_embeds=True, mm_device_do_normalize=False)
         args.update(settings.engine_args)
         try:
             self.llm = vllm.LLM(**args)
@@ -122,6 +146,11 @@ class VLLMEngine:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise
         self._vllm = vllm
+        self.vision = vision_of(tokenizer) if vlm else None
+        self.suppress = None
+        if vlm:
+            self.suppress = Suppression(suppressed_tokens(model), self.llm.get_tokenizer(), self.vocab_size,
+                                        raw=mode == "raw_logprobs")
         self._stale, self._asleep = True, False
         self.weight_syncs = 0
 
@@ -140,6 +169,8 @@ class VLLMEngine:
             self.llm.wake_up(tags=["kv_cache"])
             self._asleep = False
         self.llm.reset_prefix_cache()
+        if self.vision is not None:  # image features computed with the old vision tower (scheduler and worker)
+            self.llm.llm_engine.reset_encoder_cache()
         self._stale = False
         self.weight_syncs += 1
 
@@ -147,42 +178,56 @@ class VLLMEngine:
     def _params(self, i: int, req: GenerationRequest, sampling: SamplingParams, max_new: int):
         stop_ids = [self.eos_id, *req.stop_token_ids] if self.eos_id is not None else list(req.stop_token_ids)
         stop_ids = [i for i in stop_ids if i < self.vocab_size]  # ids past the logits never come (vLLM refuses them)
-        return self._vllm.SamplingParams(
+        args = dict(
             n=1 if sampling.greedy else req.n, temperature=0.0 if sampling.greedy else sampling.temperature,
             top_p=1.0 if sampling.greedy else sampling.top_p, max_tokens=max_new,
             seed=None if sampling.seed is None else sampling.seed + _SEED_STRIDE * i, logprobs=0,
             stop=list(req.stop) or None, stop_token_ids=stop_ids, include_stop_str_in_output=True,
             ignore_eos=False, skip_special_tokens=True, detokenize=bool(req.stop))
+        if self.suppress is not None:  # a VLM's image tokens (rlvr.rollout.vllm_vision.Suppression)
+            args.update(self.suppress.kwargs)
+        return self._vllm.SamplingParams(**args)
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
         if self._stale or self._asleep:
             self.push_weights()
         prompts, params, which, out = [], [], [], {}
         for i, req in enumerate(requests):
-            ids = encode_prompt(self.tokenizer, req.example.prompt, self.chat_template)
-            max_new = sampling.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
             if req.n == 0:
                 continue
+            ids, vision = encode_example(self.tokenizer, req.example, self.chat_template)
+            max_new = sampling.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
             if max_new == 0:  # vLLM needs max_tokens >= 1: the prefix alone is the completion
-                out[i] = [self._completion(i, req, ids, [], [], "length") for _ in range(req.n)]
+                out[i] = [self._completion(i, req, ids, [], [], "length", vision) for _ in range(req.n)]
                 continue
             copies = req.n if sampling.greedy else 1  # vLLM samples greedily one at a time (n must be 1)
-            prompts.extend([{"prompt_token_ids": ids + list(req.prefix_ids)}] * copies)
+            if vision is None:
+                prompt = {"prompt_token_ids": ids + list(req.prefix_ids)}
+            else:
+                prompt = vllm_image_prompt(ids, list(req.prefix_ids), vision, self.vision)
+            prompts.extend([prompt] * copies)
             params.extend([self._params(i, req, sampling, max_new)] * copies)
-            which.extend([(i, ids)] * copies)
+            which.extend([(i, ids, vision)] * copies)
         results = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
-        for (i, ids), res in zip(which, results):
+        for (i, ids, vision), res in zip(which, results):
+            if vision is not None and list(res.prompt_token_ids) != ids + list(requests[i].prefix_ids):
+                raise RuntimeError(f"vLLM expanded the image placeholders of {requests[i].example.id!r} into other "
+                                   "ids than rlvr's encoder (rlvr.rollout.vllm_vision)")
             for o in sorted(res.outputs, key=lambda o: o.index):
                 toks = list(o.token_ids)
-                lps = [o.logprobs[j][t].logprob for j, t in enumerate(toks)] if o.logprobs is not None else None
+                lps = None if o.logprobs is None else [self._logprob(o.logprobs[j], t) for j, t in enumerate(toks)]
                 reason = "stop" if o.finish_reason == "stop" else "length"
-                out.setdefault(i, []).append(self._completion(i, requests[i], ids, toks, lps, reason))
+                out.setdefault(i, []).append(self._completion(i, requests[i], ids, toks, lps, reason, vision))
         if self.settings.sleep_mode:
             self.llm.sleep(level=2)  # weights and KV cache freed for the update; restored by the next push
             self._asleep = True
         return [c for i in range(len(requests)) for c in out.get(i, [])]
 
-    def _completion(self, i: int, req: GenerationRequest, ids: list[int], toks: list[int], lps, reason: str):
+    def _logprob(self, position: dict, token: int) -> float:
+        return position[token].logprob if self.suppress is None else self.suppress.logprob(position, token)
+
+    def _completion(self, i: int, req: GenerationRequest, ids: list[int], toks: list[int], lps, reason: str,
+                    vision=None):
         toks, reason = _cut_at_stop_string(self.tokenizer, toks, req.stop, reason)
         prefix = list(req.prefix_ids)
         segments = None
@@ -193,7 +238,8 @@ class VLLMEngine:
         else:
             logprobs = list(req.prefix_logprobs or ()) + list(lps[: len(toks)])
         text = self.tokenizer.decode(prefix + toks, skip_special_tokens=True)
-        return Completion(req.example.id, list(ids), prefix + toks, logprobs, reason, text, group=i, segments=segments)
+        return Completion(req.example.id, list(ids), prefix + toks, logprobs, reason, text, group=i, segments=segments,
+                          vision=vision)
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
