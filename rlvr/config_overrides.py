@@ -21,8 +21,15 @@ def _parse_value(text: str) -> Any:
     return value
 
 
+def _list_index(item: str, node: list, part: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError([f"--set {item!r}: {part!r} is not an index of a list of {len(node)} items"])
+    return int(part)
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping."""
+    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping. A number after a list
+    (``algorithm.loss_terms.0.weight=0.3``) is an index into the list already there."""
     raw = yaml_io.load(yaml_io.dump(raw)) or {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -31,12 +38,14 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         parts = key.strip().split(".")
         node = raw
         for part in parts[:-1]:
-            nxt = node.get(part)
+            at = _list_index(item, node, part) if isinstance(node, list) else part
+            nxt = node[at] if isinstance(node, list) else node.get(part)
             if isinstance(nxt, str):  # a component given by name only: {name: nxt}
                 nxt = {"name": nxt}
-            node[part] = nxt if isinstance(nxt, dict) else {}
-            node = node[part]
-        node[parts[-1]] = _parse_value(value)
+            node[at] = nxt if isinstance(nxt, (dict, list)) else {}
+            node = node[at]
+        last = _list_index(item, node, parts[-1]) if isinstance(node, list) else parts[-1]
+        node[last] = _parse_value(value)
     return raw
 
 

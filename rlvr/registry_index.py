@@ -86,6 +86,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     },
     "loss term": {
         "context_distill": "rlvr.algorithms.loss_terms.context_distill",
+        "f_preference": "rlvr.algorithms.loss_terms.f_preference",
         "mutual_learning": "rlvr.algorithms.loss_terms.mutual_learning",
         "self_distill": "rlvr.algorithms.loss_terms.self_distill",
         "sft": "rlvr.algorithms.loss_terms.sft",
@@ -150,6 +151,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "coba": "rlvr.sampling.coba",
         "dars": "rlvr.sampling.dars",
         "fixed": "rlvr.sampling.budget",
+        "paced_replay": "rlvr.sampling.paced_replay",
     },
     "rollout engine": {
         "hf": "rlvr.rollout.hf",
@@ -160,6 +162,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     "rollout strategy": {
         "arrol": "rlvr.rollout.arrol",
         "latr": "rlvr.rollout.latr",
+        "murphy": "rlvr.rollout.murphy",
         "plain": "rlvr.rollout.strategies",
         "propa": "rlvr.rollout.propa",
         "rose": "rlvr.rollout.rose",

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-import rlvr.verifiers.faithfulness as F  # noqa: F401  (registers the verifiers even while rlvr/registry_index.py is stale)
+import rlvr.verifiers.faithfulness as F
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, call
 from rlvr.config import load_config
 from rlvr.core.types import Example

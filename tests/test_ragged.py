@@ -45,6 +45,7 @@ EXTRA_FIXTURES = {
     # -1 on rows without a scaffold, a fraction on the others
     "scaffold_credit": lambda n, g: torch.where(torch.rand(n, generator=g) < 0.5, -1.0, torch.rand(n, generator=g)),
     "step_useful_frac": lambda n, g: torch.rand(n, generator=g),  # a fraction per row
+    "prompt_key": lambda n, g: torch.randint(0, 2**62, (n,), generator=g),  # an int64 key per row
     "values": lambda n, g: torch.randn(n, T, generator=g),  # a critic's values, either sign
     "values_std": lambda n, g: torch.rand(n, T, generator=g),  # spreads >= 0
     "vision_similarity": lambda n, g: torch.rand(n, T, generator=g) * 2 - 1,  # cosines in [-1, 1]

@@ -1,6 +1,7 @@
 """Every recipe loads, names real components, and trains two real steps on a tiny model: finite metrics,
 changed weights."""
 
+import json
 import math
 
 import pytest
@@ -31,6 +32,11 @@ def test_recipe_set_and_metadata():
 # a recipe that sets its own task's parameters (the demos) gets the tiny task as a whole section, keeping
 # `faithfulness` (FGRPO's consistency and grounding components, which fgrpo_vlm's constraints read)
 def _recipe_overrides(name: str, tmp_path) -> list[str]:
+    if name == "f_hal":  # f-HAL's off-policy preference pairs: a small JSONL file in the tiny task's style
+        pairs = tmp_path / "pairs.jsonl"
+        pairs.write_text("".join(json.dumps({"prompt": f"say {i}:", "chosen": "abcd"[i:] or "a", "rejected": "zz"})
+                                 + "\n" for i in range(5)))
+        return list(BINARY) + [f"algorithm.loss_terms.0.path={pairs}", "algorithm.loss_terms.0.pairs_per_step=3"]
     if name in ("nudge_rl", "meml_grpo"):
         return list(BINARY) + [f"rollout.contexts.per_context={2 if name == 'nudge_rl' else 1}"]
     sub = (f"{{name: jsonl, train_path: {tmp_path / 'data.jsonl'}, eval_fraction: 0.25, "

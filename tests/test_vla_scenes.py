@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-import rlvr.tasks.vla_scenes  # noqa: F401  (registers the task even while rlvr/registry_index.py is stale)
 from rlvr.config import load_config
 from rlvr.tasks.vla_scenes import PALETTE, VLAScenesParams, vla_scenes_task
 from rlvr.verifiers import build_verifier

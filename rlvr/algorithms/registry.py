@@ -65,11 +65,14 @@ EXTRAS = {
     "belief_progress": "[N, T] the gain in the policy's mean log-prob of the gold answer (after "
                        "algorithm.belief.suffix) over the token's segment: b_k - b_{k-1} (GRPO-VPS)",
     "process_value": "[N] the label of a PROPA tree row: its MCTS Q value, log-boosted, ln(1 + 10 Q) / ln 11 "
-                     "(rollout.strategy propa); -1 for other rows (no model pass)",
+                     "(rollout.strategy propa), or of a MURPHY tree row: its retrospective credit (rollout.strategy "
+                     "murphy); -1 for other rows (no model pass)",
     "vision_similarity": "[N, T] PEPO's perception score: each completion token's hidden state's cosine with the "
                          "prompt's image tokens, averaged over image tokens and layers (0 on rows without images)",
     "belief_segment": "[N, T] the segment (1, 2, ...) each completion token belongs to in the belief probe; 0 on "
                       "padding",
+    "prompt_key": "[N] int64 key of each row's example id (rlvr.core.prompt_keys.prompt_key; for per-prompt "
+                  "state such as tb's learned log Z table; no model pass)",
 }
 # Behaviour a component asks of the trainer, declared with ``traits=`` at registration (not tensors: those
 # are ``needs``). rlvr.config.algorithm_traits resolves them for config checks and the update alike.
@@ -82,6 +85,10 @@ TRAITS = {
                    "completion, [N])",
     "context_logp": "a loss term reads the policy's log-probs of each completion after its plain prompt "
                     "(RolloutBatch.context), with gradient, as extras['context_logp'] (one more forward)",
+    "pair_batch": "a loss term on off-policy preference pairs (params: loss_terms.base.PairSourceParams): each RL step "
+                  "the trainer draws pairs_per_step pairs of its file (rlvr.train.pairs) with their reference "
+                  "log-probs; once per minibatch the update runs the policy over them, with gradient, and passes "
+                  "extras pair_{chosen,rejected}_{logp,ref_logp,mask} [K, T]; the term returns a 0-dim loss",
 }
 FLAGS = frozenset(TRAITS)  # the trait names (kept for code that subtracted them from needs)
 ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than one value per token

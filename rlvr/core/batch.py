@@ -40,6 +40,9 @@ class RolloutBatch:
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-row extra tensors ([N, T] or [N, H])
     context: "RolloutBatch | None" = None  # the same rows after their plain prompts (rollout.contexts)
     vision: BatchVision | None = None  # the rows' images (vision-language prompts)
+    # off-policy preference-pair rows of the loss terms with the pair_batch trait, by term index
+    # (rlvr.rollout.preference_pairs.PairRows): a step-level input, the same in every minibatch and micro-batch
+    pairs: dict | None = None
 
     @property
     def size(self) -> int:

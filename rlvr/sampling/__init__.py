@@ -24,14 +24,17 @@ __getattr__ = lazy_exports(__name__, {"FixedBudget": "budget", "MixtureSampler":
                                       "UniformSampler": "prompts", "PromptStats": "stats"})
 
 
-def build_data(cfg, task):
-    """``(sampler, allocator, stats)`` for a run: ``cfg.data`` over the task's train split."""
+def build_data(cfg, task, algorithm_state=None):
+    """``(sampler, allocator, stats)`` for a run: ``cfg.data`` over the task's train split; ``algorithm_state``
+    (the run's AlgorithmState) is shared with them through their contexts."""
     from rlvr.sampling.stats import PromptStats
 
     d, r = cfg.data, cfg.rollout
     stats = PromptStats(decay=d.stats_decay)
     weights = getattr(task, "domain_weights", None)
-    sampler = build_sampler(d.sampler, SamplerContext(task.examples("train"), stats, cfg.seed, r.prompts_per_step,
-                                                      r.group_size, weights))
-    allocator = build_allocator(d.budget, AllocatorContext(stats, cfg.seed, r.prompts_per_step, r.group_size))
+    examples = task.examples("train")
+    sampler = build_sampler(d.sampler, SamplerContext(examples, stats, cfg.seed, r.prompts_per_step,
+                                                      r.group_size, weights, algorithm_state))
+    allocator = build_allocator(d.budget, AllocatorContext(stats, cfg.seed, r.prompts_per_step, r.group_size,
+                                                           examples, algorithm_state))
     return sampler, allocator, stats

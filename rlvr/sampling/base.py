@@ -13,7 +13,9 @@ A step's rollouts are collected in rounds (``rlvr.train.rollouts``)::
 Samplers and allocators are built from config by registered factories ``fn(ctx, params) -> object``; their
 whole state is a JSON-able dict (``state_dict`` / ``load_state_dict``) saved in every checkpoint, and any
 randomness they use is seeded by ``(run seed, step, ...)`` so a resumed run draws what an uninterrupted
-one draws. Groups may differ in size; nothing downstream reshapes to ``[B, G]``.
+one draws. Groups may differ in size; nothing downstream reshapes to ``[B, G]``. Both contexts carry the
+run's algorithm state (``rlvr.train.algo_state.AlgorithmState``, or None when built without one), the channel
+through which a sampler reads a quantity an algorithm component learns per prompt (``tb``'s log Z table).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class SamplerContext:
     prompts_per_step: int = 1
     group_size: int = 1
     domain_weights: dict[str, float] | None = None  # a task mixture's weights, keyed by Example.task
+    algorithm_state: Any = None  # the run's AlgorithmState (states by config path), for learned per-prompt tables
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class AllocatorContext:
     seed: int = 0
     prompts_per_step: int = 1
     group_size: int = 1
+    examples: Sequence[Example] = ()  # the train examples (an allocator that re-creates stored groups)
+    algorithm_state: Any = None  # as SamplerContext.algorithm_state
 
 
 class Allocator:

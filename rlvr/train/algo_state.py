@@ -2,8 +2,10 @@
 
 A component registered with ``state=factory`` (a history anchor, a learned probe, dual variables, a
 schedule's progress) gets ``factory(params)`` once per run; the object is passed to each call and must have
-``state_dict() -> JSON-able dict`` and ``load_state_dict(dict)``. States are keyed by the component's config
-path (``algorithm.advantage_transforms.1``), so two instances of one method keep separate state.
+``state_dict() -> JSON-able dict`` and ``load_state_dict(dict)``; a factory may return None when the
+component's params need no state (``tb`` with ``log_z: optimum``), and the component then gets None. States
+are keyed by the component's config path (``algorithm.advantage_transforms.1``), so two instances of one
+method keep separate state.
 ``DictState`` (rlvr.core.state) is the plain-dict state most components use.
 """
 
@@ -22,8 +24,9 @@ class AlgorithmState:
         self.states: dict[str, Any] = {}
         for path, registry, comp in configured_components(cfg):
             entry = registry.get(comp.name)
-            if entry.state is not None:
-                self.states[path] = entry.state(comp.params)
+            st = entry.state(comp.params) if entry.state is not None else None
+            if st is not None:  # a factory returns None when these params keep no state
+                self.states[path] = st
 
     def get(self, path: str) -> Any:
         return self.states.get(path)

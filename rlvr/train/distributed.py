@@ -243,6 +243,9 @@ def check_world(cfg: Any, world: World) -> None:
     if "context_logp" in algorithm_traits(cfg):
         problems.append("loss terms over the plain prompts (context_distill) run a second forward before the "
                         "backward, which DDP / FSDP do not support yet; use one process")
+    if "pair_batch" in algorithm_traits(cfg):
+        problems.append("loss terms on preference pairs (f_preference) run more forwards before the backward, "
+                        "which DDP / FSDP do not support yet; use one process")
     if cfg.sft.interleave_every:
         problems.append("sft.interleave_every (interleaved SFT phases) is not supported under torchrun yet")
     if world.sharded and cfg.model.lora.rank:

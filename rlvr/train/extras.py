@@ -281,6 +281,10 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         from rlvr.algorithms.transforms.scope import useful_fraction
 
         out["step_useful_frac"] = torch.tensor([useful_fraction(comp.text) for comp in completions])
+    if "prompt_key" in needs:  # each row's example id as an int64 key (no model pass)
+        from rlvr.core.prompt_keys import prompt_keys
+
+        out["prompt_key"] = torch.tensor(prompt_keys(ex.id for ex in examples), dtype=torch.int64)
     if "reference_rouge_l" in needs:  # from the texts (no model pass)
         from rlvr.verifiers.textmetrics import rouge_l
 

@@ -26,6 +26,7 @@ from rlvr.train.distributed import World
 from rlvr.train.extras import compute_extras
 from rlvr.train.features import step_features
 from rlvr.train.interrupt import deferred_interrupt
+from rlvr.train.pairs import with_pairs
 from rlvr.train.rollouts import collect_rollouts
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
 
@@ -56,6 +57,7 @@ class Components:
     rollouts: Any = None  # an asynchronous rollout producer (rlvr.train.pipeline); None: rollouts in line
     after_update: Any = None  # step -> metrics, run after each update (interleaved SFT, rlvr.train.interleave)
     critic: Any = None  # the value model (rlvr.train.critic), trained after each update; None: no critic
+    pair_sources: dict = field(default_factory=dict)  # pairs files of pair_batch loss terms, read once (train.pairs)
 
     def __post_init__(self):
         if self.scorer is None:
@@ -180,6 +182,8 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
     batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id).to(c.device)
     if "context_logp" in s.traits:  # a loss term trains under the plain prompts too
         batch = with_plain_context(batch, ro.completions, c.tokenizer.pad_token_id)
+    if "pair_batch" in s.traits:  # a loss term trains on off-policy preference pairs too
+        batch = with_pairs(cfg, c, batch, s, step, step_seed(cfg.seed, step, salt=3))
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     needs = step_needs(cfg, c, step)
     extras = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,7 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     the task (given, or built from ``cfg.task``) with its prompts checked against the model's context.
     In a distributed run each rank gets its own GPU and a share of the CPU threads."""
     check_packages(cfg)
+    check_pair_files(cfg)
     world = world or World()
     device = world.device_for(pick_device(cfg.device))
     warning = check_group_size(cfg)
@@ -126,6 +128,19 @@ def evaluation_engine(cfg: RunConfig, engine):
                        cfg.model.chat_template, eval_only=True)
 
 
+def check_pair_files(cfg: RunConfig) -> None:
+    """Every loss term on off-policy preference pairs (trait ``pair_batch``) names a file that exists, so a wrong
+    path stops the run before any work (SFT included) rather than at its first RL step."""
+    from rlvr.algorithms.registry import LOSS_TERMS
+
+    for i, term in enumerate(cfg.algorithm.loss_terms):
+        if "pair_batch" in getattr(LOSS_TERMS.get(term.name), "traits", ()):
+            path = Path(term.params.path).expanduser()
+            if not path.is_file():
+                raise SetupError(f"algorithm.loss_terms.{i} ({term.name}): the preference-pair file {str(path)!r} does "
+                                 f"not exist; set algorithm.loss_terms.{i}.path")
+
+
 def check_image_support(engine, task: Task) -> None:
     """A task with image prompts needs an engine (and wrappers) that carry images through."""
     if not any(ex.images for split in task.splits for ex in task.examples(split)):
@@ -162,7 +177,8 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
     opt, sched = _optimizer(cfg, model)
-    sampler, allocator, stats = build_data(cfg, task)
+    algo_state = AlgorithmState(cfg)  # shared with the sampler and allocator (learned per-prompt tables)
+    sampler, allocator, stats = build_data(cfg, task, algo_state)
     bind_stats(engine, stats)  # wrappers that follow per-prompt pass rates (rollout.scaffold)
     bind_task(engine, task)  # wrappers that score their own rollouts (rollout.strategy propa)
     c = Components(model=model, tokenizer=tok, task=task, engine=engine,
@@ -171,7 +187,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       kl=KLController(cfg.algorithm.kl, cfg.train.steps),
                       scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac,
                                     pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
-                      algo_state=AlgorithmState(cfg), world=world,
+                      algo_state=algo_state, world=world,
                       update_module=update_module)
     c.after_update = interleaved_sft(cfg, model, tok, task, engine)
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic

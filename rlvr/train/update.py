@@ -139,8 +139,9 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
         meter.tokens("kl", kl, mask)
         if s.kl_coef > 0:
             loss_tok = loss_tok + s.kl_coef * kl
-    loss_tok = loss_tok + _loss_terms(module, micro, inputs, s, meter)
-    loss = aggregate(micro.loss_coef, loss_tok, mask) + (loss if loss is not None else 0.0)
+    terms_tok, terms_loss = _loss_terms(module, micro, inputs, s, meter)
+    loss_tok = loss_tok + terms_tok
+    loss = aggregate(micro.loss_coef, loss_tok, mask) + (loss if loss is not None else 0.0) + terms_loss
     meter.tokens("entropy", entropy, mask)
     if micro.old_logp is not None:  # how far this step's updates moved the policy (a metric, no gradient)
         meter.tokens("kl_old", KL_ESTIMATORS.get("k3").fn(logp.detach(), micro.old_logp), mask)
@@ -152,10 +153,11 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
 
 
 def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateSettings, meter: _Meter):
-    """``sum_k weight_k(step) * term_k`` ([N, T], or 0 without terms), each term's value as a metric. A term
-    with the ``context_logp`` trait gets the log-probs over the rows' plain prompts, with gradient."""
+    """``(sum_k weight_k(step) * term_k`` over per-token terms ([N, T], or 0 without), the same over 0-dim
+    ``pair_batch`` terms (or 0)), each term's value as a metric. A term with the ``context_logp`` trait gets
+    the log-probs over the rows' plain prompts, with gradient."""
     alg, step = s.algorithm, s.step
-    total = 0.0
+    total, reduced = 0.0, 0.0
     names = [comp.name for comp in alg.loss_terms]
     plain = None
     for i, comp in enumerate(alg.loss_terms):
@@ -163,6 +165,13 @@ def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateS
         if weight == 0.0:
             continue
         entry = LOSS_TERMS.get(comp.name)
+        label = comp.name if names.count(comp.name) == 1 else f"{comp.name}.{i}"
+        if "pair_batch" in entry.traits:  # a 0-dim loss on the step's preference pairs, once per minibatch
+            val = _pair_term(module, micro, i, comp, entry, inputs, s, meter, label)
+            if val is not None:
+                meter.scalars[f"loss_term/{label}_weight"].append(weight)
+                reduced = reduced + weight * val
+            continue
         if "context_logp" in entry.traits and plain is None:
             if micro.context is None:
                 raise ValueError(f"loss term {comp.name!r} needs completions sampled under a context "
@@ -171,13 +180,48 @@ def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateS
             inputs = replace(inputs, extras={**inputs.extras, "context_logp": plain})
         tok, metrics = entry.fn(inputs, comp.params)
         tok = loss_term_shape(entry, tok, inputs.mask)
-        label = comp.name if names.count(comp.name) == 1 else f"{comp.name}.{i}"
         meter.tokens(f"loss_term/{label}", tok, inputs.mask)
         meter.scalars[f"loss_term/{label}_weight"].append(weight)
         for name, v in metrics.items():
             meter.tokens(f"loss_term/{label}/{name}", v, inputs.mask)
         total = total + weight * tok
-    return total
+    return total, reduced
+
+
+def _pair_term(module, micro: RolloutBatch, i: int, comp, entry, inputs: ObjectiveInputs, s: UpdateSettings,
+               meter: _Meter, label: str) -> torch.Tensor | None:
+    """Loss term ``i`` (trait ``pair_batch``) on the step's preference pairs (:attr:`RolloutBatch.pairs`): the
+    policy's log-probs of both sides with gradient, beside their reference log-probs and masks, as extras
+    ``pair_{chosen,rejected}_{logp,ref_logp,mask}``; its 0-dim loss, or None in a micro-batch whose minibatch
+    runs the pairs in another one (:func:`_pairs_once`)."""
+    if micro.pairs is None:
+        raise ValueError(f"loss term {comp.name!r} trains on preference pairs, and this batch carries none "
+                         "(rlvr.train.pairs.with_pairs attaches them)")
+    rows = micro.pairs.get(i)
+    if rows is None:
+        return None
+    extras = {}
+    for side in ("chosen", "rejected"):
+        rb = getattr(rows, side)
+        lp, _ = module(rb, s.temperature, s.chunk_tokens)
+        extras.update({f"pair_{side}_logp": lp, f"pair_{side}_ref_logp": rb.ref_logp,
+                       f"pair_{side}_mask": rb.completion_mask})
+    val, metrics = entry.fn(replace(inputs, extras={**inputs.extras, **extras}), comp.params)
+    if val.dim() != 0:
+        raise ValueError(f"loss term {comp.name!r} (trait pair_batch) returned shape {tuple(val.shape)}; it must "
+                         "return a 0-dim loss")
+    meter.scalars[f"loss_term/{label}"].append(float(val.detach()))
+    for name, v in metrics.items():
+        meter.scalars[f"loss_term/{label}/{name}"].append(float(v))
+    return val
+
+
+def _pairs_once(micros: list[RolloutBatch]) -> list[RolloutBatch]:
+    """A minibatch's micro-batches with the step's preference-pair rows on the first alone (the others carry
+    an empty mapping): the pair terms' loss enters each minibatch's loss once."""
+    if not micros or not micros[0].pairs:
+        return micros
+    return micros[:1] + [replace(m, pairs={}) for m in micros[1:]]
 
 
 def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSettings,
@@ -204,7 +248,7 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
             n_groups = int(torch.unique(mb.group_index).numel())
             whole = AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages, s.max_new_tokens)
             optimizer.zero_grad(set_to_none=True)
-            micros = list(mb.micro_batches(s.micro_batch_size, s.whole_groups, s.micro_batch_tokens))
+            micros = _pairs_once(list(mb.micro_batches(s.micro_batch_size, s.whole_groups, s.micro_batch_tokens)))
             mine = [micros[j] for j in world.share(len(micros))]
             passes = -(-len(micros) // world.size)
             total = 0.0

@@ -11,6 +11,10 @@ set's parent node in ``tree_parent``).
   A_i = (r_i - mean_S r) / (std_S r + eps): the ``grpo`` estimator (its ``std`` and ``eps``, its conventions
   for constant and one-row sets) with the sibling sets as groups (ms-swift's GRPO, which the reference trains
   with, uses the unbiased std). Rows that are not tree rows (``tree_parent`` 0) form their request's group.
+
+MURPHY (``rollout.strategy: murphy``, arXiv:2511.07833, G6) reuses both as they are: its rows carry their
+retrospective credit in ``process_value`` and its groups, the refinements of one attempt (the turn-1 attempts:
+``tree_parent`` 0), are sibling sets.
 """
 
 from __future__ import annotations

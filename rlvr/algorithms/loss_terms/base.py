@@ -1,4 +1,5 @@
-"""The weight and schedule every loss term has (:class:`LossTermParams`)."""
+"""The weight and schedule every loss term has (:class:`LossTermParams`), and the pair source of terms on
+off-policy preference pairs (:class:`PairSourceParams`, trait ``pair_batch``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pydantic import Field, model_validator
 
 from rlvr.registry import Params
 
-__all__ = ["LossTermParams", "term_weight", "term_active"]
+__all__ = ["LossTermParams", "PairSourceParams", "term_weight", "term_active"]
 
 
 class LossTermParams(Params):
@@ -23,6 +24,17 @@ class LossTermParams(Params):
         if self.final is not None and self.anneal_steps is None:
             raise ValueError("final needs anneal_steps (the steps over which the weight moves to it)")
         return self
+
+
+class PairSourceParams(Params):
+    """Where a ``pair_batch`` loss term's preference pairs come from (:mod:`rlvr.rollout.preference_pairs`):
+    ``pairs_per_step`` lines of ``path`` drawn each RL step (seeded by the run's seed and the step)."""
+
+    path: str = Field(..., description="JSONL file of {prompt, chosen, rejected} lines (prompt: a string or chat "
+                                       "messages), read once")
+    pairs_per_step: int = Field(8, gt=0, description="preference pairs drawn each RL step")
+    skip_malformed: bool = Field(False, description="leave out malformed lines (counted in one warning) instead "
+                                                    "of stopping at the first with its file:line")
 
 
 def term_weight(p: LossTermParams, step: int) -> float:
