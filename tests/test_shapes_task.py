@@ -56,7 +56,18 @@ def test_the_sft_annotator_is_off_by_one_at_its_error_rate():
 
 
 def test_impossible_layouts_are_refused():
+    with pytest.raises(ValueError, match="too few distinct layouts of 1 shapes"):
+        TASKS.get("shapes").fn(ShapesParams(grid=2, max_shapes=1, colors=["red"], num_eval=20, num_train=5))
     with pytest.raises(ValueError, match="does not fit"):
         ShapesParams(grid=2, max_shapes=5)
     with pytest.raises(ValueError, match="too small"):
         ShapesParams(image_size=8, grid=5)
+
+
+def test_train_and_held_out_counts_follow_the_same_distribution():
+    # one-shape layouts are few (16 cells x 3 colours x 2 kinds = 96): the train split must still hold a
+    # quarter of them, as the held-out split does, or a model never learns to answer 1
+    task = TASKS.get("shapes").fn(ShapesParams(questions=["count"], num_train=8000, num_eval=200))
+    for split in ("train", "eval"):
+        counts = np.bincount([int(e.answer) for e in task.examples(split)], minlength=5)[1:]
+        assert np.allclose(counts / counts.sum(), 0.25, atol=0.06 if split == "eval" else 0.02), (split, counts)

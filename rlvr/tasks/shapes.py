@@ -7,8 +7,10 @@ overlaps, so the count is unambiguous), and a question in one of two forms:
 - ``count``: ``"<image>shapes?"``, answer the number of shapes;
 - ``count_color``: ``"<image>red?"``, answer the number of shapes of that colour (possibly 0).
 
-The verifier is the exact integer. Layouts are drawn from ``data_seed`` and every (layout, question) pair
-appears once, so the held-out split never shares an image and question with the train split.
+The verifier is the exact integer. Layouts are drawn from ``data_seed``: the held-out ones are distinct, and
+the train split draws from the same distribution without them (a train layout may repeat), so the held-out
+split never shares an image with the train split and both have the same distribution of shape counts (a
+split of distinct layouts could not: a 4 x 4 grid holds only 96 one-shape layouts).
 
 ``teacher_error`` models a sloppy annotator for the supervised warm-up, as the arithmetic task does: in the
 ``sft`` split each answer is off by one (up or down, never below 0) with that probability. A model that
@@ -81,20 +83,25 @@ def draw_layout(layout: tuple[tuple[int, str, str], ...], image_size: int, grid:
     return img
 
 
-def _layouts(p: ShapesParams, rng: random.Random, n: int) -> list[tuple[tuple[int, str, str], ...]]:
-    seen, out = set(), []
+def _layouts(p: ShapesParams, rng: random.Random, n: int, exclude: frozenset = frozenset(),
+             unique: bool = True) -> list[tuple[tuple[int, str, str], ...]]:
+    """``n`` layouts, each of k shapes with k uniform in 1..max_shapes (drawn first, so rejected duplicates never
+    skew the counts), none in ``exclude``, all distinct when ``unique``."""
+    seen, out = set(exclude), []
     cells = list(range(p.grid * p.grid))
-    attempts = 0
     while len(out) < n:
-        attempts += 1
-        if attempts > 50 * n:
-            raise ValueError(f"only {len(out)} distinct layouts found for {n} problems; enlarge the grid or palette")
         k = rng.randint(1, p.max_shapes)
-        layout = tuple(sorted((i, rng.choice(p.colors), rng.choice(("square", "disc")))
-                              for i in rng.sample(cells, k)))
-        if layout not in seen:
+        for _ in range(2000):
+            layout = tuple(sorted((i, rng.choice(p.colors), rng.choice(("square", "disc")))
+                                  for i in rng.sample(cells, k)))
+            if layout not in seen:
+                break
+        else:
+            raise ValueError(f"too few distinct layouts of {k} shapes for {n} problems "
+                             f"({len(out)} drawn); enlarge the grid or palette, or hold out fewer")
+        if unique:
             seen.add(layout)
-            out.append(layout)
+        out.append(layout)
     return out
 
 
@@ -118,7 +125,8 @@ def reasoning_target(p: ShapesParams, layout, question: str, answer: int) -> str
 def shapes_task(p: ShapesParams) -> Task:
     """Count coloured shapes in an image (the vision-language CPU demo task)."""
     rng = random.Random(p.data_seed)
-    layouts = _layouts(p, rng, p.num_eval + p.num_train)
+    held_out = _layouts(p, rng, p.num_eval)
+    layouts = held_out + _layouts(p, rng, p.num_train, exclude=frozenset(held_out), unique=False)
     teacher = random.Random(f"teacher-{p.data_seed}")
 
     def ex(i: int, layout, split: str) -> tuple[Example, Example]:
