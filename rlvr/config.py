@@ -23,7 +23,7 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.config_plugins import import_plugins, read_config_file
-from rlvr.config_sections import BeliefConfig, CriticConfig, DynamicSamplingConfig, OverlongConfig
+from rlvr.config_sections import BeliefConfig, CriticConfig, DynamicSamplingConfig, EvalSearchConfig, OverlongConfig
 from rlvr.config_train import SFTConfig, TrainConfig
 from rlvr.core import yaml_io
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
@@ -208,6 +208,7 @@ class EvalConfig(Section):
     samples: int = Field(4, gt=0, description="samples per prompt (accuracy is avg@samples); 1 when greedy")
     report_greedy: bool = Field(True, description="also report greedy accuracy when sampling")
     batch_size: int = Field(512, gt=0, description="sequences per generate call")
+    search: EvalSearchConfig = Field(default_factory=EvalSearchConfig, description="plain sampling or PRM search")
 
 
 class LoggingConfig(Section):

@@ -1,5 +1,6 @@
 """Sections of the run config that name no registered component (so they need no registry to validate):
-DAPO's dynamic sampling and overlong handling, GRPO-VPS's belief probe, the critic (value model)."""
+DAPO's dynamic sampling and overlong handling, GRPO-VPS's belief probe, the critic (value model), the search
+evaluation can run (PROPA's process-reward-guided best-of-N)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig", "CriticConfig"]
+__all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig", "CriticConfig", "EvalSearchConfig"]
 
 
 class _Section(BaseModel):
@@ -65,3 +66,18 @@ class CriticConfig(_Section):
                                                               "bootstrap masks; 1: every head sees every row)")
     max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip the critic's gradient norm (null: off)")
     init_std: float = Field(0.02, ge=0.0, description="std of the value heads' initial weights (bias 0)")
+
+
+class EvalSearchConfig(_Section):
+    """How evaluation generates (``rlvr eval --search``): plain sampling, or PROPA's step-level best-of-N guided by
+    a process reward model (rlvr.rollout.prm_search)."""
+
+    name: Literal["none", "prm"] = Field("none", description="none: plain sampling; prm: keep, at every step, the "
+                                                             "candidate the process reward model scores highest")
+    prm: str | None = Field(None, description="a checkpoint (or run directory) holding prm/ (default: the "
+                                              "evaluated checkpoint's, when it has one)")
+    candidates: int = Field(4, gt=0, description="next steps sampled per step")
+    max_steps: int = Field(10, gt=0, description="steps before a search stops")
+    step_tokens: int = Field(256, gt=0, description="most tokens in one step")
+    delimiter: str = Field("\n", min_length=1, description="the text that ends a step")
+    terminal: str = Field("the final answer is", description="a kept step containing it ends the search (EOS does too)")

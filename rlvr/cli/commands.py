@@ -190,7 +190,11 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
           output: Annotated[Optional[Path], typer.Option("--output", help="metrics JSON (default: runs/eval-<time>.json)")] = None,
           samples: Annotated[Optional[int], typer.Option("--samples", "-n", help="samples per prompt (eval.samples)")] = None,
           num_examples: Annotated[Optional[int], typer.Option("--num-examples", help="first K prompts (eval.num_examples)")] = None,
-          split: Annotated[Optional[str], typer.Option("--split", help="task split (eval.split)")] = None):
+          split: Annotated[Optional[str], typer.Option("--split", help="task split (eval.split)")] = None,
+          search: Annotated[Optional[str], typer.Option("--search", help="none, or prm: PROPA's best-of-N search "
+                                                        "guided by a process reward model (eval.search.name)")] = None,
+          prm: Annotated[Optional[Path], typer.Option("--prm", help="checkpoint or run dir holding the process "
+                                                      "reward model (eval.search.prm)")] = None):
     """Evaluate a model on a task's held-out split: avg@n, pass@k, maj@n, mean reward, 95% bootstrap CIs.
 
     A run directory (or one of its checkpoints) is evaluated with the run's own config.yaml unless -c is given.
@@ -203,7 +207,8 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
 
     _quiet_libraries()
     sets = list(set_ or []) + [f"eval.{k}={v}" for k, v in
-                               (("samples", samples), ("num_examples", num_examples), ("split", split)) if v is not None]
+                               (("samples", samples), ("num_examples", num_examples), ("split", split),
+                                ("search.name", search), ("search.prm", prm)) if v is not None]
     if config is None and model is not None:
         config = _run_config_of(model)
     cfg = _config(config, sets)

@@ -42,8 +42,11 @@ supervised rows (:meth:`PROPAEngine.sft_rows`), as ``create_SFT_train_*_after_gr
 to at most ``sft_paths`` correct terminal nodes (when there are more, the pair whose lowest common ancestor is
 shallowest), or, when the search found no correct path, the question's reference solution. The reference
 writes one row per step (question + earlier steps -> step); one row per path, every step trained, holds the
-same token losses. The reference's filter on the root's stored value is not reproduced. Not built yet: the
-process reward model that guides search at evaluation.
+same token losses. The reference's filter on the root's stored value is not reproduced.
+
+Process reward model (``prm: true``, :mod:`rlvr.rollout.prm`): trained after every search on its trees'
+labelled prefixes (:func:`rlvr.rollout.propa_tree.prm_rows`), saved in checkpoints, and used at evaluation by
+``rlvr eval --search prm`` (:mod:`rlvr.rollout.prm_search`).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from pydantic import Field
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
 from rlvr.registry import Params
-from rlvr.rollout.propa_tree import Node, best_paths, log_boost, sibling_labels, skipped, ucb
+from rlvr.rollout.propa_tree import Node, best_paths, log_boost, prm_rows, sibling_labels, skipped, ucb
 from rlvr.rollout.rose import TreeCompletion
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
 from rlvr.rollout.wrappers import as_subclass
@@ -75,6 +78,11 @@ class PROPAParams(Params):
     min_span: float = Field(0.1, ge=0.0, description="a sibling set whose labels span less is skipped")
     max_groups: int | None = Field(None, gt=0, description="sibling sets kept per question (default n // expansions)")
     sft_paths: int = Field(2, gt=0, description="correct paths per question kept for the interleaved SFT phases")
+    prm: bool = Field(False, description="train a process reward model on each step's tree labels (saved in "
+                                         "checkpoints; what rlvr eval --search prm reads)")
+    prm_lr: float = Field(1e-5, gt=0.0, description="the process reward model's AdamW learning rate")
+    prm_batch_size: int = Field(32, gt=0, description="rows per process reward model step")
+    prm_epochs: int = Field(1, gt=0, description="passes over each step's rows")
 
 
 @dataclass
@@ -90,8 +98,10 @@ class PROPAEngine:
     name = "strategy"
     supports_images = True  # every request it sends keeps its example, so its images (PROPA on a VLM)
 
-    def __init__(self, inner: Any, tokenizer, params: PROPAParams):
+    def __init__(self, inner: Any, tokenizer, params: PROPAParams, prm: Any = None):
         self.inner, self.tokenizer, self.params = inner, tokenizer, params
+        self.prm = prm  # rlvr.rollout.prm.ProcessRewardModel, trained on every call's trees (params.prm)
+        self._prm_metrics: dict[str, float] = {}
         self.task = None
         self._prompt: dict[int, tuple[list[int], Any]] = {}  # request -> (rendered prompt ids, its images)
         self._rows: list[Completion] = []  # supervised rows since the last sft_rows()
@@ -227,9 +237,14 @@ class PROPAEngine:
         self._prompt = {}
         for it in range(self.params.iterations):
             self._iteration(reqs, roots, sampling, it)
+        labelled: list[tuple[Completion, float]] = []
         for k, (i, root) in enumerate(zip(grown, roots)):
             out += self._groups(i, requests[i], root, *self._prompt[k])
             self._rows += self._sft_rows(requests[i], root, *self._prompt[k])
+            labelled += prm_rows(requests[i].example.id, root, *self._prompt[k])
+        if self.prm is not None and labelled:
+            self._prm_metrics = self.prm.update([r for r, _ in labelled], [lab for _, lab in labelled],
+                                                seed=0 if sampling.seed is None else sampling.seed)
         self._m["calls"] += 1
         return out
 
@@ -305,10 +320,21 @@ class PROPAEngine:
         m, self._m = self._m, dict.fromkeys(self._m, 0.0)
         if not m["calls"]:
             return {}
-        out = {"propa/groups": m["groups"], "propa/skipped_sets": m["skipped"], "propa/nodes": m["nodes"]}
+        out = {"propa/groups": m["groups"], "propa/skipped_sets": m["skipped"], "propa/nodes": m["nodes"],
+               **{f"propa/{k}": v for k, v in self._prm_metrics.items()}}
+        self._prm_metrics = {}
         if m["sims"]:
             out["propa/sim_accuracy"] = m["correct_sims"] / m["sims"]
         return out
+
+    def save_files(self, folder) -> None:
+        """The process reward model into a checkpoint folder (``prm/``)."""
+        if self.prm is not None:
+            self.prm.save(folder)
+
+    def load_files(self, folder) -> None:
+        if self.prm is not None:
+            self.prm.load(folder)
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -330,4 +356,10 @@ def build_propa(engine: Any, model, tokenizer, params: PROPAParams, rollout_cfg,
                 ) -> PROPAEngine:
     """PROPA: step-level MCTS per question; the sibling steps of its nodes, labelled by their Q values."""
     require_single_turn(rollout_cfg, "propa", "grows")
-    return PROPAEngine(engine, tokenizer, params)
+    prm = None
+    if params.prm:
+        from rlvr.rollout.prm import ProcessRewardModel
+
+        prm = ProcessRewardModel(model, tokenizer.pad_token_id, params.prm_lr, batch_size=params.prm_batch_size,
+                                 epochs=params.prm_epochs)
+    return PROPAEngine(engine, tokenizer, params, prm)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["Node", "log_boost", "ucb", "skipped", "sibling_labels", "best_paths"]
+__all__ = ["Node", "log_boost", "ucb", "skipped", "sibling_labels", "best_paths", "prm_rows"]
 
 
 @dataclass(eq=False)
@@ -95,3 +95,25 @@ def best_paths(correct: Sequence["Node"], k: int = 2) -> list["Node"]:
     return chosen
 
 
+
+
+def prm_rows(example_id: str, root: "Node", prompt: list[int], vision=None) -> list[tuple[object, float]]:
+    """The process reward model's rows of one tree (``create_RM_train_*_grpo.py``): every node but the root as
+    ``(prompt + the steps from the root to it, label)``, label ln(1 + 10 Q) / ln 11 for a visited node; an
+    unvisited node gets 0 when a sibling has a nonzero Q, else it is left out."""
+    from rlvr.core.types import Completion
+
+    out, stack = [], list(root.children)
+    while stack:
+        n = stack.pop(0)
+        stack = list(n.children) + stack
+        if n.visits:
+            label = log_boost(n.value / n.visits)
+        else:
+            others = [s.value / s.visits if s.visits else 0.0 for s in n.parent.children if s is not n]
+            if all(q == 0.0 for q in others):
+                continue
+            label = 0.0
+        ids, lps = n.path()
+        out.append((Completion(example_id, list(prompt), ids, None, "stop", "", vision=vision), label))
+    return out

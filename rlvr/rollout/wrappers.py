@@ -27,7 +27,8 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 __all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
            "without_image_support", "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass",
-           "bind_stats", "bind_task", "observe_scores", "collect_sft_rows"]
+           "bind_stats", "bind_task", "observe_scores", "collect_sft_rows",
+           "save_engine_files", "load_engine_files"]
 
 # (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
 Build = Callable[[Any, Any, Any, Any, bool], Any]
@@ -181,6 +182,20 @@ def collect_sft_rows(engine: Any) -> list[Any]:
         if hasattr(w, "sft_rows"):
             rows += w.sft_rows()
     return rows
+
+
+def save_engine_files(engine: Any, folder: Any) -> None:
+    """Every wrapper that keeps files (``save_files``: PROPA's process reward model) writes them into a
+    checkpoint folder."""
+    for w in wrapper_chain(engine):
+        if hasattr(w, "save_files"):
+            w.save_files(folder)
+
+
+def load_engine_files(engine: Any, folder: Any) -> None:
+    for w in wrapper_chain(engine):
+        if hasattr(w, "load_files"):
+            w.load_files(folder)
 
 
 def observe_scores(engine: Any, completions: Sequence[Any], scores: Sequence[Any]) -> None:

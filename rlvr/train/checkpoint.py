@@ -24,33 +24,12 @@ from typing import Any, Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+from rlvr.core.optim_state import flatten_optimizer as _flatten_optimizer
+from rlvr.core.optim_state import unflatten_optimizer as _unflatten_optimizer
 from rlvr.models.lora import has_lora, save_adapter
 from rlvr.models.vision import save_tokenizer
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints", "checkpoint_tmp"]
-
-
-def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    sd = opt.state_dict()
-    tensors, scalars = {}, {}
-    for pid, st in sd["state"].items():
-        for k, v in st.items():
-            if isinstance(v, torch.Tensor):
-                tensors[f"state.{pid}.{k}"] = v.detach().cpu().contiguous()
-            else:
-                scalars[f"{pid}.{k}"] = v
-    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
-
-
-def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
-    state: dict[int, dict[str, Any]] = {}
-    for key, v in tensors.items():
-        _, pid, k = key.split(".", 2)
-        state.setdefault(int(pid), {})[k] = v
-    for key, v in meta["scalars"].items():
-        pid, k = key.split(".", 1)
-        state.setdefault(int(pid), {})[k] = v
-    return {"state": state, "param_groups": meta["param_groups"]}
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:

@@ -19,7 +19,7 @@ from rlvr.config import RunConfig
 from rlvr.eval.evaluate import evaluate, scalar_metrics
 from rlvr.eval.output import eval_path, write_eval
 from rlvr.models.lora import describe
-from rlvr.rollout.wrappers import engine_state, load_engine_state
+from rlvr.rollout.wrappers import engine_state, load_engine_state, save_engine_files
 from rlvr.tasks.appeals import appeal_state
 from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import checkpoint_tmp, list_checkpoints, save_checkpoint
@@ -31,6 +31,13 @@ from rlvr.train.setup import evaluation_engine
 from rlvr.train.update import NonFiniteError
 
 __all__ = ["run_eval", "load_state", "sharded_loader"]
+
+
+def _write_extra(c: Components, folder) -> None:
+    """The files beside the model in a checkpoint: the critic's and the engine wrappers' (PROPA's PRM)."""
+    if c.critic is not None:
+        c.critic.save(folder)
+    save_engine_files(c.engine, folder)
 
 
 def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress=None) -> dict[str, Any]:
@@ -109,7 +116,7 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
         if world.main:
             save_checkpoint(run_dir, step, c.model, c.tokenizer, None if world.sharded else c.optimizer,
                             c.scheduler, state, keep, fresh=not world.sharded, model_state=weights,
-                            write_extra=c.critic.save if c.critic is not None else None)
+                            write_extra=lambda folder: _write_extra(c, folder))
         world.barrier()
 
     def on_step(step: int, m: dict[str, float]) -> None:

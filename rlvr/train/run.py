@@ -21,6 +21,7 @@ from rlvr.config import RunConfig, dump_config, load_config, needs_reference
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.lora import is_adapter_dir, load_adapter
 from rlvr.models.vision import save_tokenizer
+from rlvr.rollout.wrappers import load_engine_files
 from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from rlvr.train.distributed import World, check_world, init_world
@@ -189,6 +190,7 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
         load_state(c, state)
         if c.critic is not None:
             c.critic.load(ckpt)
+        load_engine_files(c.engine, ckpt)  # files the engine wrappers keep (PROPA's process reward model)
         extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds", "prompts")
                  if k in state}
         return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
@@ -222,9 +224,31 @@ def eval_model(cfg: RunConfig, model_path: str | Path | None = None, on_progress
     if adapter:
         load_adapter(p.model, resolved)
     engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
+    if cfg.eval.search.name == "prm":
+        engine = _prm_search(cfg, engine, p.model, p.tokenizer, resolved)
     name = str(model_path or ("model object" if model is not None else cfg.model.path or "tiny"))
     return {"model": name, "task": cfg.task.name if task is None else task.name,
             **run_eval(cfg, engine, p.task, on_progress=on_progress)}
+
+
+def _prm_search(cfg: RunConfig, engine, model, tokenizer, resolved: Path | None):
+    """``engine`` inside PROPA's step-level best-of-N search, scored by the process reward model of
+    ``eval.search.prm`` (a checkpoint or run directory), else of the evaluated checkpoint."""
+    from rlvr.rollout.prm import PRM_DIR, ProcessRewardModel
+    from rlvr.rollout.prm_search import PRMSearchEngine
+
+    s = cfg.eval.search
+    where = Path(s.prm) if s.prm else (resolved.parent if resolved is not None and resolved.name == "model" else None)
+    if where is not None and not (where / PRM_DIR).is_dir() and (where / "checkpoints").is_dir():
+        where = latest_checkpoint(where)
+    if where is None or not (where / PRM_DIR).is_dir():
+        raise FileNotFoundError(f"eval.search prm: no process reward model at {where or 'the evaluated model'} "
+                                f"(a checkpoint of a run with rollout.strategy propa and prm: true holds {PRM_DIR}/); "
+                                "set eval.search.prm")
+    prm = ProcessRewardModel(model, tokenizer.pad_token_id)
+    prm.load(where, optimizer=False)
+    return PRMSearchEngine(engine, tokenizer, prm.score, s.candidates, s.max_steps, s.step_tokens, s.delimiter,
+                           s.terminal)
 
 
 def run_sft(cfg: RunConfig, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
