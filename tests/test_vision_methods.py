@@ -32,11 +32,18 @@ def _image_jsonl(tmp_path, n=8):
 
 @pytest.mark.parametrize("recipe", ["pepo", "cepo", "propa"])
 def test_image_methods_train_the_vision_tower(recipe, tmp_path):
-    out = run_recipe_steps(recipe, tmp_path, steps=2, overrides=VLM + BINARY + _image_jsonl(tmp_path))
+    extra = ["rollout.strategy.prm=true"] if recipe == "propa" else []  # PROPA's PRM reads the images too
+    out = run_recipe_steps(recipe, tmp_path, steps=2, overrides=VLM + BINARY + _image_jsonl(tmp_path) + extra)
     before, after = out["before"], out["after"]
     assert any(not torch.equal(before[k], after[k]) for k in before if "visual" in k)
     for m in out["metrics"]:
         assert all(np.isfinite(v) for v in m.values() if isinstance(v, float))
+    if recipe == "propa":
+        from rlvr.rollout.wrappers import wrapper_chain
+
+        (strategy,) = [w for w in wrapper_chain(out["c"].engine) if w.name == "strategy"]
+        assert any("visual" in k for k in strategy.prm.net.state_dict())  # the PRM is a copy of the VLM's trunk
+        assert any(m.get("engine/propa/prm/rows", 0) > 0 for m in out["metrics"])
     if recipe == "pepo":  # the perception weights are not uniform once images reach the extra (step 1: p = 1/2)
         assert out["metrics"][1]["advantage_transform/pepo/weight_max"] > 1.0 + 1e-6
 
