@@ -4,7 +4,9 @@ Variants (recipes): ``grpo`` (plain sampling, the baseline), ``spec_rl`` (G1, sp
 previous epoch's completions), ``latr`` (G2, lookahead tree rollouts), ``arrol`` (G3, over-provisioned groups
 pruned by an online quality head; the checkpoint is set to token 2 for the demo's 3-token answers), ``rose`` (G4, groups grown by
 branching at semantically uncertain tokens, segment-level tree advantages; with the recipe's dynamic sampling)
-and ``mu_grpo`` (G7, four generation stages with the relaxed clip and veto). Each runs ``--steps`` RL steps per seed from the demo's own SFT
+``mu_grpo`` (G7, four generation stages with the relaxed clip and veto), ``propa`` (G5, step-level MCTS; the
+demo's answers are one step, so its trees are one level of sibling answers labelled by their simulated
+correctness) and ``murphy`` (G6, failing answers refined after the verifier's feedback). Each runs ``--steps`` RL steps per seed from the demo's own SFT
 warm-up, with the demo's budget per step; ``rlvr compare`` checks the budgets are equal and writes
 ``OUT/report.html``. Printed per variant: completion tokens generated per step (mean over steps and seeds;
 SPEC-RL and ROSE count only the tokens they sampled, not those they reused), RL seconds per run, and held-out avg@4 after
@@ -29,7 +31,7 @@ import yaml  # noqa: E402
 from rlvr.compare import make_variants, run_compare  # noqa: E402
 from rlvr.recipes import load_recipe  # noqa: E402
 
-VARIANTS = ["grpo", "spec_rl", "latr", "arrol", "rose", "mu_grpo"]
+VARIANTS = ["grpo", "spec_rl", "latr", "arrol", "rose", "mu_grpo", "propa", "murphy"]
 
 
 def tokens_per_step(run_dir: Path) -> float:
