@@ -23,6 +23,13 @@ With ``peers`` (MEML-GRPO's mutual learning, :mod:`rlvr.algorithms.loss_terms.mu
 completion carries a peer context's prompt instead of the plain one: the k-th completion of context c is
 read under the (k mod (M' - 1))-th of the request's other contexts (M' of them), so the completions of one
 expert are spread over all the others.
+
+With ``hard_examples`` (MEML-GRPO's hard-example buffer, RECONSTRUCTED: the paper's summary confirms the
+buffer, not its size or schedule) the wrapper watches each step's outcomes (``observe``): a question on which
+some context solved it (a correct completion) and another context with draws did not is stored as its plain
+prompt with the first correct completion of its most accurate context, at most ``hard_examples`` a step;
+``sft_rows`` hands them to the interleaved SFT phases (``sft.interleave_source: rollouts``). Rows gathered
+after a phase and before a checkpoint are not saved in it.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ class ContextsConfig(BaseModel):
     template: str = Field(TEMPLATE, description="the prompt under a context ({prompt}, {context})")
     peers: bool = Field(False, description="context completions carry a peer context's prompt, not the plain one "
                                            "(MEML-GRPO's mutual learning)")
+    hard_examples: int = Field(0, ge=0, description="questions some contexts solved and others not, stored a step "
+                                                    "for the interleaved SFT phases (MEML-GRPO's buffer; 0: off)")
 
 
 @dataclass
@@ -94,6 +103,8 @@ class ContextEngine:
     def __init__(self, inner: Any, tokenizer, cfg: ContextsConfig, chat_template: bool = False):
         self.inner, self.tokenizer, self.cfg, self.chat_template = inner, tokenizer, cfg, chat_template
         self._under, self._total = 0, 0
+        self._plain: dict[str, list[int]] = {}  # example id -> its plain prompt ids (this step's requests)
+        self._rows: list[Completion] = []  # hard examples since the last sft_rows()
 
     def sync_weights(self) -> None:
         self.inner.sync_weights()
@@ -112,6 +123,7 @@ class ContextEngine:
                         req.example, lambda text, h=contexts[c - 1]: cfg.template.format(prompt=text, context=h))
                     parts.append((i, c, replace(req, example=ex, n=n)))
         plain_ids = [encode_prompt(self.tokenizer, r.example.prompt, self.chat_template) for r in requests]
+        self._plain = {r.example.id: ids for r, ids in zip(requests, plain_ids)}
         peer_ids: dict[int, dict[int, list[int]]] = {}  # each request's context prompts, encoded once
         if cfg.peers:
             for i, c, req in parts:
@@ -133,6 +145,33 @@ class ContextEngine:
         self._under += sum(getattr(c, "context", 0) > 0 for c in out)
         self._total += len(out)
         return out
+
+    def observe(self, completions: Sequence[Completion], scores: Sequence[Any]) -> None:
+        """Store this step's hard examples (``hard_examples``; see the module docstring)."""
+        if not self.cfg.hard_examples:
+            return
+        by: dict[str, dict[int, list[tuple[Completion, bool]]]] = {}
+        for comp, sc in zip(completions, scores):
+            by.setdefault(comp.example_id, {}).setdefault(getattr(comp, "context", 0), []).append(
+                (comp, bool(getattr(sc, "correct", False))))
+        kept = 0
+        for ex_id, per in by.items():
+            experts = {c: rows for c, rows in per.items() if c > 0}
+            solved = {c for c, rows in experts.items() if any(ok for _, ok in rows)}
+            if not solved or len(solved) == len(experts) or ex_id not in self._plain:
+                continue
+            best = max(sorted(solved), key=lambda c: sum(ok for _, ok in experts[c]) / len(experts[c]))
+            comp = next(c for c, ok in experts[best] if ok)
+            self._rows.append(Completion(ex_id, list(self._plain[ex_id]), list(comp.completion_ids), None, "stop",
+                                         comp.text, loss_mask=comp.loss_mask, segments=comp.segments))
+            kept += 1
+            if kept >= self.cfg.hard_examples:
+                break
+
+    def sft_rows(self) -> list[Completion]:
+        """The hard examples stored since the last call (MEML-GRPO's buffer)."""
+        rows, self._rows = self._rows, []
+        return rows
 
     def metrics(self) -> dict[str, float]:
         out = {"context_frac": self._under / self._total} if self._total else {}

@@ -101,3 +101,34 @@ def test_the_recipe_trains_two_steps(tmp_path):
 def test_bad_settings_are_config_errors(recipe, bad, match):
     with pytest.raises(ConfigError, match=match):
         load_config(recipe=recipe, overrides=bad)
+
+
+def test_the_hard_example_buffer_keeps_questions_some_experts_solved():
+    from rlvr.core.types import Score
+
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)
+    cfg = ContextsConfig(num_contexts=2, per_context=2, p_dropout=0.0, fallback=["A.", "B."], peers=True,
+                         template="{context} {prompt}", hard_examples=5)
+    eng = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg)
+    reqs = [GenerationRequest(Example(q, f"{q}=", "1"), 4) for q in ("q1", "q2", "q3")]
+    out = eng.generate(reqs, SamplingParams(max_new_tokens=2, seed=0))
+    # q1: only expert 2 solves it (once) -> stored; q2: both experts solve it -> not hard; q3: nobody does
+    verdict = {("q1", 1): [0, 0], ("q1", 2): [1, 0], ("q2", 1): [1, 0], ("q2", 2): [0, 1], ("q3", 1): [0, 0],
+               ("q3", 2): [0, 0]}
+    seen: dict = {}
+    scores = []
+    for c in out:
+        k = seen[(c.example_id, c.context)] = seen.get((c.example_id, c.context), -1) + 1
+        ok = verdict[(c.example_id, c.context)][k]
+        scores.append(Score(float(ok), {"correct": float(ok)}))
+    eng.observe(out, scores)
+    (row,) = eng.sft_rows()
+    solved = [c for c, s in zip(out, scores) if c.example_id == "q1" and s.correct]
+    assert row.example_id == "q1" and row.completion_ids == solved[0].completion_ids
+    assert row.prompt_ids == encode_prompt(tok, "q1=")  # the plain question, without the expert prompt
+    assert eng.sft_rows() == []
+    off = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg.model_copy(update={"hard_examples": 0}))
+    off.generate(reqs, SamplingParams(max_new_tokens=2, seed=0))
+    off.observe(out, scores)
+    assert off.sft_rows() == []
