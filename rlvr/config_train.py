@@ -88,3 +88,5 @@ class SFTConfig(_Section):
     interleave_source: Literal["task", "rollouts"] = Field(
         "task", description="interleaved phases train on the task's reference completions, or on the rows the "
                             "rollout strategy collected since the last phase (PROPA's successful and corrected paths)")
+    under_contexts: bool = Field(False, description="the warm-up also trains on every example under each of its "
+                                                    "rollout.contexts prompts (MEML-GRPO's expert fine-tuning)")

@@ -45,7 +45,8 @@ from rlvr.lazy import torch
 from rlvr.rollout.base import encode_prompt, rewrite_prompt
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
-__all__ = ["ContextsConfig", "ContextCompletion", "ContextEngine", "context_rows", "draw_counts", "build_contexts"]
+__all__ = ["ContextsConfig", "ContextCompletion", "ContextEngine", "context_rows", "context_examples", "draw_counts",
+           "build_contexts"]
 
 TEMPLATE = ("{prompt}\n\nExploration condition: use the following strategy as your primary approach, even if "
             "another seems more natural.\nStrategy: {context}\n")
@@ -87,6 +88,13 @@ def _contexts(ex: Example, cfg: ContextsConfig) -> list[str]:
     own = ex.meta.get(cfg.source) if isinstance(ex.meta, dict) else None
     items = list(own) if isinstance(own, (list, tuple)) and own else list(cfg.fallback)
     return [str(c) for c in items[: cfg.num_contexts]]
+
+
+def context_examples(ex: Example, cfg: ContextsConfig) -> list[Example]:
+    """``ex`` under each of its contexts (``template``), ids suffixed ``@c``: MEML-GRPO's expert fine-tuning data
+    (``sft.under_contexts``), the reference target kept."""
+    return [replace(rewrite_prompt(ex, lambda text, h=h: cfg.template.format(prompt=text, context=h)), id=f"{ex.id}@{c}")
+            for c, h in enumerate(_contexts(ex, cfg), start=1)]
 
 
 def context_rows(completions: Sequence[Completion], mask: torch.Tensor) -> torch.Tensor:

@@ -21,6 +21,7 @@ from rlvr.config import RunConfig, dump_config, load_config, needs_reference
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.lora import is_adapter_dir, load_adapter
 from rlvr.models.vision import save_tokenizer
+from rlvr.rollout.contexts import context_examples
 from rlvr.rollout.wrappers import load_engine_files
 from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
@@ -58,7 +59,13 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
         extra["ssb_rows"] = len(rows)
         train_fn = partial(distill, model, tok, rows, s.ssb)
     else:
-        train_fn = partial(sft, model, tok, _sft_examples(task))
+        examples = _sft_examples(task)
+        if s.under_contexts:  # MEML-GRPO's first stage: every example under each expert prompt too
+            if not cfg.rollout.contexts.num_contexts:
+                raise ValueError("sft.under_contexts trains on the rollout.contexts prompts; set "
+                                 "rollout.contexts.num_contexts")
+            examples = examples + [e for ex in examples for e in context_examples(ex, cfg.rollout.contexts)]
+        train_fn = partial(sft, model, tok, examples)
     bar = ProgressDisplay("SFT", s.steps, every=50) if world.main else NullDisplay()
     with deferred_interrupt("this SFT step") as interrupted:
         try:

@@ -132,3 +132,22 @@ def test_the_hard_example_buffer_keeps_questions_some_experts_solved():
     off.generate(reqs, SamplingParams(max_new_tokens=2, seed=0))
     off.observe(out, scores)
     assert off.sft_rows() == []
+
+
+def test_expert_fine_tuning_renders_every_example_under_each_expert_prompt(tmp_path):
+    from rlvr.rollout.contexts import context_examples
+    from rlvr.train.run import train
+
+    cfg = ContextsConfig(num_contexts=2, per_context=2, fallback=["A.", "B.", "C."], template="{context} {prompt}")
+    ex = Example("q", "1+2=", "3", target="3")
+    got = context_examples(ex, cfg)
+    assert [(e.id, e.prompt, e.sft_target) for e in got] == [("q@1", "A. 1+2=", "3"), ("q@2", "B. 1+2=", "3")]
+    over = BINARY + ["rollout.group_size=4", "rollout.contexts.per_context=1", "sft.under_contexts=true",
+                     "sft.steps=2", "sft.batch_size=4", "train.steps=1", "train.checkpoint_every=0",
+                     "sft.interleave_every=0"]
+    from tests.methods.helpers import tiny_overrides
+
+    train(load_config(recipe="meml_grpo", overrides=tiny_overrides(tmp_path) + over))
+    (tmp_path / "b").mkdir()
+    with pytest.raises(ValueError, match="under_contexts trains on the rollout.contexts prompts"):
+        train(load_config(overrides=tiny_overrides(tmp_path / "b") + ["sft.under_contexts=true", "sft.steps=1"]))
