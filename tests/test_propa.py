@@ -188,3 +188,25 @@ def test_interleaved_sft_on_the_strategys_rows_runs_through_the_trainer(tmp_path
         "sft.interleave_every=1", "sft.interleave_source=rollouts", "sft.interleave_steps=2", "sft.batch_size=4"])
     assert all("sft/rows" in m for m in out["metrics"])
     assert any(m.get("sft/steps", 0) == 2 for m in out["metrics"])
+
+
+def test_the_step_cut_equals_a_token_by_token_scan():
+    tok = char_tokenizer()
+    eng = PROPAEngine(ScriptedEngine(tok), tok, PROPAParams(delimiter="\n", terminal="ans"))
+    eos = tok.eos_token_id
+
+    def naive(ids, reason):
+        for j in range(1, len(ids) + 1):
+            text = tok.decode(ids[:j], skip_special_tokens=True)
+            if ids[j - 1] == eos or "\n" in text:
+                return ids[:j], ids[j - 1] == eos or "ans" in text
+        return ids, reason == "stop" or "ans" in tok.decode(ids, skip_special_tokens=True)
+
+    rng = random.Random(0)
+    alphabet = tok("ab \nns")["input_ids"] + [eos]
+    for _ in range(300):
+        ids = [rng.choice(alphabet) for _ in range(rng.randint(0, 12))]
+        reason = rng.choice(["stop", "length"])
+        step, lps, done = eng._cut_step(ids, [0.1] * len(ids), reason)
+        want, want_done = naive(ids, reason)
+        assert (step, bool(done)) == (want, bool(want_done)) and len(lps) == len(step)

@@ -66,7 +66,7 @@ from pydantic import Field
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score, Segment
 from rlvr.registry import Params
 from rlvr.rollout.propa import ProcessCompletion
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, tree_problems
 from rlvr.rollout.wrappers import as_subclass
 
 __all__ = ["MurphyParams", "MurphyEngine", "MurphyCompletion", "retrospective_credit", "top_failing",
@@ -354,11 +354,7 @@ class MurphyEngine:
 
 
 def _check(cfg, params: MurphyParams) -> list[str]:
-    problems = single_turn_problems(cfg, "murphy", "grows")
-    if cfg.rollout.guidance.fraction or cfg.rollout.contexts.num_contexts:
-        problems.append("rollout.strategy murphy grows each prompt as one tree; rollout.guidance and "
-                        "rollout.contexts split groups, so they cannot be combined with it")
-    return problems
+    return tree_problems(cfg, 'murphy')
 
 
 @ROLLOUT_STRATEGIES.register("murphy", params=MurphyParams, check=_check)

@@ -60,7 +60,7 @@ from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segme
 from rlvr.registry import Params
 from rlvr.rollout.propa_tree import Node, best_paths, log_boost, prm_rows, sibling_labels, skipped, ucb
 from rlvr.rollout.rose import TreeCompletion
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, tree_problems
 from rlvr.rollout.wrappers import as_subclass
 
 __all__ = ["PROPAParams", "PROPAEngine", "ProcessCompletion", "log_boost", "ucb", "sibling_labels", "skipped",
@@ -117,16 +117,28 @@ class PROPAEngine:
     # ---- tree steps ---------------------------------------------------------------------------------
 
     def _cut_step(self, ids: list[int], lps: list[float], reason: str) -> tuple[list[int], list[float], bool]:
-        """The first step of ``ids`` (through the delimiter) and whether it ends the path."""
+        """The first step of ``ids`` (through the first delimiter or EOS) and whether it ends the path. Whether a
+        prefix's text holds the delimiter only changes once as the prefix grows, so the shortest such prefix is
+        found by bisection: O(log L) decodes, not one per token."""
         p = self.params
         eos = self.tokenizer.eos_token_id
-        for j in range(1, len(ids) + 1):
-            text = self.tokenizer.decode(ids[:j], skip_special_tokens=True)
-            if ids[j - 1] == eos or p.delimiter in text:
-                done = ids[j - 1] == eos or (p.terminal and p.terminal.lower() in text.lower())
-                return ids[:j], lps[:j], bool(done)
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return ids, lps, bool(reason == "stop" or (p.terminal and p.terminal.lower() in text.lower()))
+        end = next((j + 1 for j, t in enumerate(ids) if t == eos), len(ids))  # through the first EOS
+
+        def text(j: int) -> str:
+            return self.tokenizer.decode(ids[:j], skip_special_tokens=True)
+
+        def terminal(t: str) -> bool:
+            return bool(p.terminal) and p.terminal.lower() in t.lower()
+
+        if end and p.delimiter in text(end):
+            lo, hi = 1, end
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if p.delimiter in text(mid) else (mid + 1, hi)
+            return ids[:lo], lps[:lo], ids[lo - 1] == eos or terminal(text(lo))
+        if end < len(ids) or (ids and ids[-1] == eos):
+            return ids[:end], lps[:end], True
+        return ids, lps, reason == "stop" or terminal(text(len(ids)))
 
     def _correct(self, example, ids: list[int]) -> float:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -344,11 +356,7 @@ class PROPAEngine:
 
 
 def _check(cfg, params: PROPAParams) -> list[str]:
-    problems = single_turn_problems(cfg, "propa", "grows")
-    if cfg.rollout.guidance.fraction or cfg.rollout.contexts.num_contexts:
-        problems.append("rollout.strategy propa grows each question as one tree; rollout.guidance and "
-                        "rollout.contexts split groups, so they cannot be combined with it")
-    return problems
+    return tree_problems(cfg, 'propa')
 
 
 @ROLLOUT_STRATEGIES.register("propa", params=PROPAParams, check=_check)

@@ -56,7 +56,7 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.lazy import F, no_grad, torch
 from rlvr.registry import Params
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, single_turn_problems
+from rlvr.rollout.strategies import ROLLOUT_STRATEGIES, require_single_turn, tree_problems
 from rlvr.rollout.wrappers import as_subclass
 
 __all__ = ["ROSEParams", "ROSEEngine", "TreeCompletion", "token_uncertainty", "choose_branch", "tree_rows",
@@ -251,11 +251,7 @@ class ROSEEngine:
 
 
 def _check(cfg, params: ROSEParams) -> list[str]:
-    problems = single_turn_problems(cfg, "rose", "grows")
-    if cfg.rollout.guidance.fraction or cfg.rollout.contexts.num_contexts:
-        problems.append("rollout.strategy rose grows each group as one tree; rollout.guidance and rollout.contexts "
-                        "split groups into parts (one tree each), so they cannot be combined with it")
-    return problems
+    return tree_problems(cfg, 'rose')
 
 
 @ROLLOUT_STRATEGIES.register("rose", params=ROSEParams, check=_check)

@@ -22,7 +22,7 @@ from typing import Any
 from rlvr.registry import Registry
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS
 
-__all__ = ["ROLLOUT_STRATEGIES", "build_strategy", "single_turn_problems", "require_single_turn"]
+__all__ = ["ROLLOUT_STRATEGIES", "build_strategy", "single_turn_problems", "require_single_turn", "tree_problems"]
 
 ROLLOUT_STRATEGIES: Registry = Registry("rollout strategy")
 
@@ -36,6 +36,17 @@ def single_turn_problems(cfg, name: str, does: str) -> list[str]:
     """The config problem of strategy ``name``, which ``does`` (grows, reuses, ...) single-turn completions,
     under multi-turn episodes (for its ``check``)."""
     return [_single_turn_message(name, does)] if cfg.rollout.multiturn.env is not None else []
+
+
+def tree_problems(cfg, name: str) -> list[str]:
+    """The config problems of strategy ``name``, which grows each request as one tree: multi-turn episodes, and
+    rollout.guidance or rollout.contexts (they split a request into parts, one tree each)."""
+    problems = single_turn_problems(cfg, name, "grows")
+    if cfg.rollout.guidance.fraction or cfg.rollout.contexts.num_contexts:
+        problems.append(f"rollout.strategy {name} grows each request as one tree; rollout.guidance and "
+                        "rollout.contexts split requests into parts (one tree each), so they cannot be combined "
+                        "with it")
+    return problems
 
 
 def require_single_turn(rollout_cfg, name: str, does: str) -> None:

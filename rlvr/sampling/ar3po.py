@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from pydantic import Field
 
-from rlvr.core.types import Completion, Score
+from rlvr.core.completion_json import completion_from_json, completion_to_json
+from rlvr.core.types import Score
 from rlvr.registry import Params
 from rlvr.sampling.base import ALLOCATORS, Allocator, AllocatorContext, Group
 
@@ -54,16 +55,12 @@ class AR3POAllocator(Allocator):
                 i = hits[-1]
                 comp, sc = g.completions[i], g.scores[i]
                 self.buffer[g.example.id] = {
-                    "prompt_ids": list(comp.prompt_ids), "completion_ids": list(comp.completion_ids),
-                    "logprobs": None if comp.logprobs is None else [float(x) for x in comp.logprobs],
-                    "finish_reason": comp.finish_reason, "text": comp.text, "reward": float(g.rewards[i]), "score": float(sc.reward),
+                    **completion_to_json(comp), "reward": float(g.rewards[i]), "score": float(sc.reward),
                     "components": {k: float(v) for k, v in sc.components.items() if isinstance(v, (int, float))}}
             elif self.p.reuse and g.n and g.example.id in self.buffer:
                 b = self.buffer[g.example.id]
                 vision = g.completions[0].vision if g.completions else None  # the same prompt's images
-                g.completions.append(Completion(g.example.id, list(b["prompt_ids"]), list(b["completion_ids"]),
-                                                None if b["logprobs"] is None else list(b["logprobs"]),
-                                                b["finish_reason"], b["text"], vision=vision))
+                g.completions.append(completion_from_json(g.example.id, b, vision))
                 g.scores.append(Score(b["score"], dict(b["components"]), {"reused": True}))
                 g.rewards.append(b["reward"])
                 g.reused += 1

@@ -36,7 +36,8 @@ from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
-from rlvr.core.types import Completion, Example, GenerationRequest, Score, Segment
+from rlvr.core.completion_json import completion_from_json, completion_to_json
+from rlvr.core.types import Example, GenerationRequest, Score
 from rlvr.registry import Params
 from rlvr.sampling.base import ALLOCATORS, Allocator, AllocatorContext, Group
 from rlvr.sampling.paced import accuracy_table, estimate_of
@@ -70,12 +71,7 @@ def replay_count(fresh_groups: int, ratio: float) -> int:
 
 
 def _store(g: Group, step: int, priority: float) -> dict[str, Any]:
-    comps = [{"prompt_ids": list(c.prompt_ids), "completion_ids": list(c.completion_ids),
-              "logprobs": None if c.logprobs is None else [float(x) for x in c.logprobs],
-              "finish_reason": c.finish_reason, "text": c.text,
-              "loss_mask": None if c.loss_mask is None else [float(x) for x in c.loss_mask],
-              "segments": None if c.segments is None else [[s.start, s.end, s.source] for s in c.segments],
-              "policy_version": c.policy_version} for c in g.completions]
+    comps = [completion_to_json(c) for c in g.completions]
     scores = [{"reward": float(s.reward),
                "components": {k: float(v) for k, v in s.components.items() if isinstance(v, (int, float))}}
               for s in g.scores]
@@ -84,11 +80,7 @@ def _store(g: Group, step: int, priority: float) -> dict[str, Any]:
 
 
 def _group(example: Example, entry: dict[str, Any]) -> Group:
-    comps = [Completion(example.id, list(c["prompt_ids"]), list(c["completion_ids"]),
-                        None if c["logprobs"] is None else list(c["logprobs"]), c["finish_reason"], c["text"],
-                        loss_mask=None if c["loss_mask"] is None else list(c["loss_mask"]),
-                        segments=None if c["segments"] is None else [Segment(*s) for s in c["segments"]],
-                        policy_version=c["policy_version"]) for c in entry["completions"]]
+    comps = [completion_from_json(example.id, c) for c in entry["completions"]]
     scores = [Score(s["reward"], dict(s["components"]), {"replayed": True, "stored_step": entry["step"]})
               for s in entry["scores"]]
     return Group(example, comps, scores, list(entry["rewards"]), reused=len(comps))
