@@ -23,7 +23,8 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
 from rlvr.config_errors import ConfigError, format_params_error, format_validation_error
 from rlvr.config_overrides import apply_overrides, merge_configs
 from rlvr.config_plugins import import_plugins, read_config_file
-from rlvr.config_sections import BeliefConfig, CriticConfig, DynamicSamplingConfig, EvalSearchConfig, OverlongConfig
+from rlvr.config_sections import (BeliefConfig, CriticConfig, DiscriminatorConfig, DynamicSamplingConfig, EvalSearchConfig,
+                                  OverlongConfig)
 from rlvr.config_train import SFTConfig, TrainConfig
 from rlvr.core import yaml_io
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
@@ -175,6 +176,7 @@ class AlgorithmConfig(Section):
     teacher_cot_tokens: int = Field(200, gt=0, description="tokens of a completion a CoT teacher context keeps")
     belief: BeliefConfig = Field(default_factory=BeliefConfig, description="GRPO-VPS's belief probe")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="the value model (PPO, CDE)")
+    discriminator: DiscriminatorConfig = Field(default_factory=DiscriminatorConfig, description="PRISM's")
     kl: KLConfig = Field(default_factory=KLConfig)
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)

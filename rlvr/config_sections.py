@@ -1,6 +1,6 @@
 """Sections of the run config that name no registered component (so they need no registry to validate):
 DAPO's dynamic sampling and overlong handling, GRPO-VPS's belief probe, the critic (value model), the search
-evaluation can run (PROPA's process-reward-guided best-of-N)."""
+evaluation can run (PROPA's process-reward-guided best-of-N), PRISM's discriminator."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig", "CriticConfig", "EvalSearchConfig"]
+__all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig", "CriticConfig", "EvalSearchConfig",
+           "DiscriminatorConfig"]
 
 
 class _Section(BaseModel):
@@ -66,6 +67,28 @@ class CriticConfig(_Section):
                                                               "bootstrap masks; 1: every head sees every row)")
     max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip the critic's gradient norm (null: off)")
     init_std: float = Field(0.02, ge=0.0, description="std of the value heads' initial weights (bias 0)")
+
+
+PRISM_FORMAT = r"\s*<caption>.*?</caption>\s*<think>.*?</think>\s*<answer>.*?</answer>\s*"
+
+
+class DiscriminatorConfig(_Section):
+    """PRISM's discriminator (rlvr.train.discriminator): a copy of the policy's trunk with a perception and a
+    reasoning expert, trained beside the policy to tell the demonstrations from the policy's responses."""
+
+    enabled: bool = Field(False, description="train a discriminator (the prism advantage transform reads it)")
+    demos: str | None = Field(None, description="JSONL of demonstrations, {id, response} per line, matched to "
+                                                "examples by id (null: each example's reference target)")
+    format: str | None = Field(PRISM_FORMAT, description="regex a well-formed response matches in full (DOTALL; "
+                                                         "null: every response is well-formed)")
+    perception_tag: str | None = Field("caption", description="the tag whose block (through its closing tag) is "
+                                                              "the perception span; the rest is the reasoning "
+                                                              "span (null: no perception expert, all reasoning)")
+    lr: float = Field(1e-6, gt=0.0, description="the discriminator's AdamW learning rate (official: 1e-6)")
+    score_clip: float | None = Field(10.0, gt=0.0, description="clamp scores to +-this (null: off)")
+    score_reg: float = Field(0.001, ge=0.0, description="coefficient of the mean squared score in its loss")
+    max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip its gradient norm (null: off)")
+    init_std: float = Field(0.02, ge=0.0, description="std of the expert heads' initial weights (bias 0)")
 
 
 class EvalSearchConfig(_Section):

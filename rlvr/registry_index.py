@@ -49,6 +49,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "mcpo_weight": "rlvr.algorithms.transforms.mcpo_weight",
         "pair_weight": "rlvr.algorithms.transforms.pair_weight",
         "pepo": "rlvr.algorithms.transforms.pepo",
+        "prism": "rlvr.algorithms.transforms.prism",
         "reject_guided": "rlvr.algorithms.transforms.icpo",
         "rlrt": "rlvr.algorithms.transforms.rlrt",
         "rlrt_decision": "rlvr.algorithms.transforms.rlrt",

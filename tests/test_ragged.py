@@ -51,6 +51,9 @@ EXTRA_FIXTURES = {
     "vision_similarity": lambda n, g: torch.rand(n, T, generator=g) * 2 - 1,  # cosines in [-1, 1]
     "process_value": lambda n, g: torch.where(torch.rand(n, generator=g) < 0.8, torch.rand(n, generator=g),
                                               torch.full((n,), -1.0)),  # labels in [0, 1], -1: none
+    "disc_perception": lambda n, g: 3 * torch.randn(n, generator=g),  # discriminator scores, either sign
+    "disc_reasoning": lambda n, g: 3 * torch.randn(n, generator=g),
+    "disc_format": lambda n, g: (torch.rand(n, generator=g) < 0.7).float(),  # 1 well-formed, 0 malformed
     "belief_progress": lambda n, g: torch.randn(n, T, generator=g),  # gains in log-prob, either sign
     # segments 1, 2, ... along each row (a new one wherever a coin flip says so)
     "belief_segment": lambda n, g: 1 + (torch.rand(n, T, generator=g) < 0.4).float().cumsum(1),

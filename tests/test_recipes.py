@@ -45,7 +45,10 @@ def _recipe_overrides(name: str, tmp_path) -> list[str]:
         return [f"task={{name: mixture, tasks: [{{task: {sub}, name: a}}, {{task: {sub}, name: b}}]}}"]
     own = load_recipe(name).get("task", {})
     if set(own) - {"name"}:
-        return [f"task={sub[:-1]}{', faithfulness: true' if own.get('faithfulness') else ''}}}"]
+        # PRISM's discriminator compares responses with the tiny task's answers as they are (no format)
+        spans = (["algorithm.discriminator.format=null", "algorithm.discriminator.perception_tag=null"]
+                 if name == "prism" else [])
+        return [f"task={sub[:-1]}{', faithfulness: true' if own.get('faithfulness') else ''}}}", *spans]
     return list(BINARY)
 
 

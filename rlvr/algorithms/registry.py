@@ -71,6 +71,11 @@ EXTRAS = {
                          "prompt's image tokens, averaged over image tokens and layers (0 on rows without images)",
     "belief_segment": "[N, T] the segment (1, 2, ...) each completion token belongs to in the belief probe; 0 on "
                       "padding",
+    "disc_perception": "[N] the discriminator's perception expert's score of the response's perception span "
+                       "(prompt + span; algorithm.discriminator; PRISM), 0 for a malformed response",
+    "disc_reasoning": "[N] the reasoning expert's score of the rest of the response (prompt + span), 0 for a "
+                      "malformed response",
+    "disc_format": "[N] 1 where the response matches algorithm.discriminator.format (so it has both spans), else 0",
     "prompt_key": "[N] int64 key of each row's example id (rlvr.core.prompt_keys.prompt_key; for per-prompt "
                   "state such as tb's learned log Z table; no model pass)",
 }

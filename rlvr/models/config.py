@@ -36,6 +36,8 @@ class TinyModelConfig(BaseModel):
     intermediate_size: int = Field(512, gt=0, description="MLP width")
     max_positions: int = Field(128, gt=0, description="maximum sequence length")
     vision: TinyVisionConfig = Field(default_factory=TinyVisionConfig, description="vision tower (arch qwen2_vl)")
+    tokens: list[str] = Field(default_factory=list, description="strings the character-level tokenizer keeps "
+                                                                "whole, one token each (e.g. a response format's tags)")
 
 
 class LoRAConfig(BaseModel):

@@ -45,6 +45,8 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTra
     if cfg.path is None:
         vlm = cfg.tiny.arch == "qwen2_vl"
         tok = vlm_tokenizer() if vlm else char_tokenizer()
+        if cfg.tiny.tokens:  # whole tags as single (decodable, non-special) tokens
+            tok.add_tokens(list(dict.fromkeys(cfg.tiny.tokens)))
         model = build_tiny_model(cfg.tiny, tok, seed=seed)
         if vlm:
             attach_vision(tok, VisionProcessor.for_model(model.config, tiny_image_processor(cfg.tiny), tok))

@@ -23,6 +23,12 @@ rewards are unchanged), and the SFT targets carry a short reasoning for them to 
 colour present, in ``colors`` order, then the asked count, e.g. ``"<think>2 red,1 blue;3 shapes</think>3"``
 (``"...;0 green</think>0"`` for ``green?``). A noisy annotator states its answer in the reasoning too, so its
 targets stay consistent and its off-by-one count is an ungrounded claim.
+
+``perception`` (off by default) gives the targets PRISM's response format (the ``prism`` recipe): a caption of
+what the image holds, the reasoning, the answer, e.g. ``"<caption>2 red,1 blue</caption><think>3 shapes</think>
+<answer>3</answer>"`` (without the line break). The train split's examples then carry the clean target too
+(``Example.target``: the demonstrations PRISM's discriminator compares the policy's responses with); the
+noisy annotator of the ``sft`` split sees the image right (its caption is true) but answers off by one.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.verifiers.faithfulness import faithfulness_checks
 from rlvr.verifiers.numeric import NumericVerifier
 
-__all__ = ["ShapesParams", "shapes_task", "draw_layout", "reasoning_target", "PALETTE"]
+__all__ = ["ShapesParams", "shapes_task", "draw_layout", "reasoning_target", "perception_target", "PALETTE"]
 
 PALETTE = {"red": (230, 40, 40), "green": (40, 200, 60), "blue": (50, 90, 240), "yellow": (235, 220, 40),
            "white": (245, 245, 245), "purple": (160, 60, 200)}
@@ -58,9 +64,13 @@ class ShapesParams(Params):
     teacher_error: float = Field(0.0, ge=0.0, le=1.0, description="chance the SFT annotator is off by one")
     faithfulness: bool = Field(False, description="add FGRPO's rule-based consistency and grounding components "
                                                   "(weight 0) and give the SFT targets a short <think> reasoning")
+    perception: bool = Field(False, description="targets in PRISM's format, <caption>shapes seen</caption><think>"
+                                                "...</think><answer>n</answer>; train examples keep the clean one")
 
     @model_validator(mode="after")
     def _check(self) -> "ShapesParams":
+        if self.perception and self.faithfulness:
+            raise ValueError("perception and faithfulness give the targets different formats; choose one")
         if self.max_shapes > self.grid * self.grid:
             raise ValueError(f"max_shapes={self.max_shapes} does not fit a {self.grid}x{self.grid} grid")
         if self.image_size < 2 * self.grid:
@@ -121,6 +131,14 @@ def reasoning_target(p: ShapesParams, layout, question: str, answer: int) -> str
     return f"<think>{','.join(counts)};{answer} {asked}</think>{answer}"
 
 
+def perception_target(p: ShapesParams, layout, question: str, answer: int) -> str:
+    """The ``perception`` target: a caption of the shapes per colour, the asked count, the answer."""
+    counts = [f"{sum(1 for _, c, _ in layout if c == col)} {col}" for col in dict.fromkeys(p.colors)
+              if any(c == col for _, c, _ in layout)]
+    asked = "shapes" if question == "shapes?" else question[:-1]
+    return f"<caption>{','.join(counts)}</caption><think>{answer} {asked}</think><answer>{answer}</answer>"
+
+
 @TASKS.register("shapes", ShapesParams)
 def shapes_task(p: ShapesParams) -> Task:
     """Count coloured shapes in an image (the vision-language CPU demo task)."""
@@ -135,9 +153,11 @@ def shapes_task(p: ShapesParams) -> Task:
         target = n
         if p.teacher_error > 0 and teacher.random() < p.teacher_error:
             target = n + 1 if n == 0 or teacher.random() < 0.5 else n - 1
-        e = Example(id=f"{split}{i}", prompt=f"<image>{q}", answer=str(n), task="shapes", images=(image,),
-                    meta={"layout": [list(s) for s in layout]})
-        sft = reasoning_target(p, layout, q, target) if p.faithfulness else str(target)
+        clean = perception_target(p, layout, q, n) if p.perception else None
+        e = Example(id=f"{split}{i}", prompt=f"<image>{q}", answer=str(n), task="shapes", target=clean,
+                    images=(image,), meta={"layout": [list(s) for s in layout]})
+        sft = (reasoning_target(p, layout, q, target) if p.faithfulness else
+               perception_target(p, layout, q, target) if p.perception else str(target))
         return e, Example(e.id, e.prompt, e.answer, e.task, sft, e.meta, e.images)
 
     evals = [ex(i, lay, "eval")[0] for i, lay in enumerate(layouts[: p.num_eval])]

@@ -7,6 +7,7 @@ Layout of ``RUN_DIR/checkpoints/step_000050/``::
     optimizer_dcp/          instead, with FSDP: the sharded optimizer state (torch.distributed.checkpoint)
     rng.safetensors         torch CPU (and CUDA) generator states
     critic*.safetensors     with algorithm.critic: the value model and its optimizer (rlvr.train.critic)
+    discriminator*          with algorithm.discriminator: PRISM's discriminator and its optimizer (rlvr.train.discriminator)
     state.json              step, optimizer param groups, scheduler, python RNG, sampler/stats state, extras
 
 Nothing is unpickled on load (except DCP's own metadata file in an FSDP run's ``optimizer_dcp/``). A checkpoint is written to a temporary folder and renamed into place, so a

@@ -14,7 +14,8 @@ prompt + hint + completion, keeping full-vocabulary logits per chunk; ``segment_
 completion token once (no model pass); ``belief_progress`` / ``belief_segment`` (together) one no-grad
 forward per segment boundary of each completion, prompt + prefix + suffix + gold answer
 (:mod:`rlvr.train.beliefs`); ``values`` / ``values_std`` (together) one no-grad forward of the critic
-(:mod:`rlvr.train.critic`); ``vision_similarity`` one no-grad policy forward keeping every layer's
+(:mod:`rlvr.train.critic`); ``disc_perception`` / ``disc_reasoning`` / ``disc_format`` (together) one no-grad
+forward of the discriminator per expert (:mod:`rlvr.train.discriminator`); ``vision_similarity`` one no-grad policy forward keeping every layer's
 hidden states (:mod:`rlvr.train.vision_extras`).
 
 Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
@@ -259,6 +260,11 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         if getattr(c, "critic", None) is None:
             raise ValueError("a component reads the critic's values, but the run has no critic (algorithm.critic)")
         out.update(c.critic.extras(dev))
+    if needs & {"disc_perception", "disc_reasoning", "disc_format"}:  # two no-grad passes (rlvr.train.discriminator)
+        if getattr(c, "discriminator", None) is None:
+            raise ValueError("a component reads the discriminator's scores, but the run has none "
+                             "(algorithm.discriminator.enabled)")
+        out.update(c.discriminator.extras(completions, examples))
     if needs & {"tree_node", "tree_parent", "tree_branch"}:  # set by the rose rollout strategy (no model pass)
         from rlvr.rollout.rose import tree_rows
 

@@ -57,6 +57,7 @@ class Components:
     rollouts: Any = None  # an asynchronous rollout producer (rlvr.train.pipeline); None: rollouts in line
     after_update: Any = None  # step -> metrics, run after each update (interleaved SFT, rlvr.train.interleave)
     critic: Any = None  # the value model (rlvr.train.critic), trained after each update; None: no critic
+    discriminator: Any = None  # PRISM's (rlvr.train.discriminator), trained after each update it scored
     pair_sources: dict = field(default_factory=dict)  # pairs files of pair_batch loss terms, read once (train.pairs)
 
     def __post_init__(self):
@@ -212,6 +213,8 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
                         c.update_module) if batch.completion_mask.any() else {}
     if c.critic is not None and batch.completion_mask.any():  # on the batch its values were read for
         upd = {**upd, **c.critic.update(batch, step_seed(cfg.seed, step, salt=2))}
+    if c.discriminator is not None:  # on the rows it scored this step (none outside the alignment stage)
+        upd = {**upd, **c.discriminator.update()}
     if c.after_update is not None:  # before the engine takes the new weights
         upd = {**upd, **c.after_update(step)}
     c.engine.sync_weights()

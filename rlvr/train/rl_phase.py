@@ -34,9 +34,11 @@ __all__ = ["run_eval", "load_state", "sharded_loader"]
 
 
 def _write_extra(c: Components, folder) -> None:
-    """The files beside the model in a checkpoint: the critic's and the engine wrappers' (PROPA's PRM)."""
-    if c.critic is not None:
-        c.critic.save(folder)
+    """The files beside the model in a checkpoint: the critic's, the discriminator's and the engine wrappers'
+    (PROPA's PRM)."""
+    for side in (c.critic, c.discriminator):
+        if side is not None:
+            side.save(folder)
     save_engine_files(c.engine, folder)
 
 

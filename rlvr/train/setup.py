@@ -32,6 +32,7 @@ from rlvr.tasks.base import TASKS, Task
 from rlvr.tasks.scoring import Scorer, check_verifier
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.critic import build_critic
+from rlvr.train.discriminator import build_discriminator
 from rlvr.train.distributed import World
 from rlvr.train.interleave import interleaved_sft
 from rlvr.train.kl_control import KLController
@@ -191,6 +192,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       update_module=update_module)
     c.after_update = interleaved_sft(cfg, model, tok, task, engine)
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
+    c.discriminator = build_discriminator(cfg, model, tok, task, device, world)  # None unless enabled
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
                                 lambda m: bind_task(bind_stats(build_engine(cfg, m, tok, cfg.rollout.batch_size,
                                                                             training=True), stats), task))

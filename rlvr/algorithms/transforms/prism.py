@@ -1,0 +1,114 @@
+"""PRISM's alignment advantage: group-normalised discriminator scores of a response's perception and reasoning.
+
+Wang et al. 2026, "Beyond SFT-to-RL: Pre-alignment via Black-Box On-Policy Distillation for Multimodal RL"
+(PRISM), arXiv:2604.28123; code ``XIAO4579/PRISM``, ``verl/trainer/ppo/core_algos.py::
+compute_grpo_multi_reward_advantage``. PRISM inserts an alignment stage between SFT and RLVR in which the
+policy plays a response-level adversarial game against a discriminator (:mod:`rlvr.train.discriminator`)
+with a perception expert and a reasoning expert. Per completion i of group g, with the discriminator's
+scores ``c_i`` (perception: the response's ``<caption>`` span) and ``r_i`` (reasoning: the rest), and
+``F_i = 1`` when the response breaks the format (its scores are then 0):
+
+    c'_i = min{c_j : j in g, F_j = 0} - 1   if F_i = 1   (below every valid sibling; -1 without one), else c_i
+    GN(x)_i = (x_i - mean_g x) / (std_g x + eps)          (unbiased std; a group of one: mean 0, std 1)
+    A_align = w_c GN(c') + w_r GN(r')
+
+``mode``:
+
+- ``replace`` (the published alignment stage, ``qwen3_vl_prism.sh``: the reference's mode 1):
+  ``A = A_align - format_penalty * F``; the verifiable reward is not used;
+- ``gated`` (the reference's mode 4, the GDPO-style joint signal): ``A = A_v + align_coef * A_align * (1 - F)
+  (1 - W)``, with A_v the configured advantage of the verifiable reward and W = 1 for a well-formed wrong
+  answer (score component ``correct`` is 0).
+
+The transform is active for the first ``steps`` RL steps (the alignment stage; null: the whole run) and then
+lets the configured advantage through unchanged, so one run does PRISM's stages 2 and 3 after the SFT
+warm-up (stage 1). The discriminator scores and trains only while the transform is active (its extras are
+requested only then). Defaults are the official alignment script's: ``w_c = w_r = 0.5``, format penalty 1.5.
+EXACT (code).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
+from rlvr.lazy import torch
+from rlvr.registry import Params
+
+__all__ = ["PRISMParams", "prism_align", "alignment_advantage", "group_normalize"]
+
+
+class PRISMParams(Params):
+    steps: int | None = Field(None, gt=0, description="RL steps of the alignment stage (then the configured "
+                                                      "advantage passes unchanged: RLVR); null: every step")
+    mode: Literal["replace", "gated"] = Field("replace", description="replace: A = A_align - format_penalty F "
+                                                                     "(the paper's stage); gated: A_v + "
+                                                                     "align_coef A_align (1-F)(1-W)")
+    perception_weight: float = Field(0.5, ge=0.0, description="w_c, the perception expert's weight")
+    reasoning_weight: float = Field(0.5, ge=0.0, description="w_r, the reasoning expert's weight")
+    format_penalty: float = Field(1.5, ge=0.0, description="subtracted from a malformed response's advantage "
+                                                           "(replace mode)")
+    align_coef: float = Field(1.0, ge=0.0, description="weight of A_align on the verifiable advantage (gated)")
+    eps: float = Field(1e-6, gt=0.0, description="added to the group std")
+
+
+def group_normalize(x: torch.Tensor, group: torch.Tensor, eps: float) -> torch.Tensor:
+    """``(x - mean_g) / (std_g + eps)`` per group (unbiased std); a group of one keeps its value (mean 0, std 1)."""
+    out = torch.empty_like(x)
+    for g in torch.unique(group):
+        rows = group == g
+        v = x[rows]
+        if v.numel() == 1:
+            out[rows] = v / (1.0 + eps)
+        else:
+            out[rows] = (v - v.mean()) / (v.std() + eps)
+    return out
+
+
+def _below_valid(x: torch.Tensor, invalid: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """Malformed rows' scores set to their group's lowest well-formed score minus 1 (-1 without one)."""
+    out = x.clone()
+    for g in torch.unique(group):
+        rows = group == g
+        valid = rows & ~invalid
+        low = float(x[valid].min()) if valid.any() else 0.0
+        out[rows & invalid] = low - 1.0
+    return out
+
+
+def alignment_advantage(perception: torch.Tensor, reasoning: torch.Tensor, invalid: torch.Tensor,
+                        group: torch.Tensor, w_c: float, w_r: float, eps: float) -> torch.Tensor:
+    """``[N]`` A_align = w_c GN(c') + w_r GN(r') (float64)."""
+    inv = invalid.bool()
+    c = _below_valid(perception.to(torch.float64), inv, group)
+    r = _below_valid(reasoning.to(torch.float64), inv, group)
+    return w_c * group_normalize(c, group, eps) + w_r * group_normalize(r, group, eps)
+
+
+def _active(p: PRISMParams, step: int) -> bool:
+    return p.steps is None or step < p.steps
+
+
+@ADVANTAGE_TRANSFORMS.register("prism", PRISMParams, needs=("disc_perception", "disc_reasoning", "disc_format"),
+                               active=_active)
+def prism_align(inp: TransformInputs, p: PRISMParams) -> TransformOutput:
+    """PRISM: the alignment stage's advantage from the perception and reasoning experts' scores."""
+    ex = inp.extras
+    invalid = ex["disc_format"].to(inp.rewards.device) <= 0
+    group = inp.group_index.to(inp.rewards.device)
+    a_align = alignment_advantage(ex["disc_perception"].to(inp.rewards.device),
+                                  ex["disc_reasoning"].to(inp.rewards.device), invalid, group,
+                                  p.perception_weight, p.reasoning_weight, p.eps)
+    f = invalid.to(torch.float64)
+    if p.mode == "replace":
+        row = a_align - p.format_penalty * f
+        adv = row[:, None] * inp.mask.to(torch.float64)
+    else:
+        wrong = (inp.components.get("correct", torch.zeros_like(f)).to(f.device).to(torch.float64) <= 0).double()
+        wrong = wrong * (1.0 - f)
+        gate = (1.0 - f) * (1.0 - wrong)
+        adv = (inp.advantages.to(torch.float64) + (p.align_coef * a_align * gate)[:, None]) * inp.mask
+    return adv.to(inp.advantages.dtype), {"format_valid": float(1.0 - f.mean()),
+                                          "align_abs_mean": float(a_align.abs().mean())}

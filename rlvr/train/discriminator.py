@@ -1,0 +1,299 @@
+"""PRISM's discriminator (``algorithm.discriminator``): perception and reasoning experts trained beside the
+policy to tell demonstrations from the policy's own responses.
+
+Wang et al. 2026, PRISM, arXiv:2604.28123 (code ``XIAO4579/PRISM``: ``verl/workers/critic/dp_critic.py``'s
+``mm_gad`` mode and ``core_algos.compute_discriminator_loss``). The alignment stage between SFT and RLVR is a
+black-box, response-level adversarial game: the discriminator never sees teacher logits, only demonstrations
+(responses) and the policy's responses to the same prompts; the policy is rewarded by its scores (the
+``prism`` advantage transform, :mod:`rlvr.algorithms.transforms.prism`).
+
+**Spans.** A response is well-formed when it matches ``format`` in full (the reference's
+``<caption>...</caption><think>...</think><answer>...</answer>``). Its *perception span* is the response up to
+and including ``</perception_tag>`` (the caption: what the model says it sees), its *reasoning span* the rest
+(think and answer). In tokens, the perception span is the shortest prefix of the completion whose decoded
+text holds the closing tag (found by bisection: O(log T) decodes). A demonstration is split the same way by
+its text and each span tokenised on its own.
+
+**Scores.** The perception expert scores prompt + perception span, the reasoning expert prompt + reasoning
+span (the caption is not in the reasoning expert's input, as in the reference), each from the hidden state of
+the span's last token: ``D_e(x, s) = head_e(h_last)``, clamped to ``+-score_clip``. A malformed response
+scores 0 on both (and ``disc_format`` 0).
+
+**Loss**, per step on the rows of the batch it scored that are well-formed and have a well-formed
+demonstration y* (Bradley-Terry, the reference's pairwise loss; ``s`` student, ``t`` teacher scores):
+
+    L = sum_e mean_i [ -log sigmoid(D_e(x_i, y*_e) - D_e(x_i, y_i,e)) ]  +  score_reg * mean(s^2 and t^2)
+
+one AdamW step (lr ``lr``; gradient clipped at ``max_grad_norm``) after the policy's update.
+
+RECONSTRUCTED, stated: the reference's discriminator is a sparse-upcycled Mixture-of-Experts VLM (4 FFN experts,
+top-2 routing, a token-classification value head) warmed up on teacher/student pairs before alignment; here
+it is a copy of the policy's trunk at the start of RL (the post-SFT model, as the critic is) with two
+*dedicated* experts, one small MLP head per span type, the span type acting as the router. No warm-up stage
+(the reference's ``critic_warmup`` is 0 in the alignment script too).
+
+Checkpoints hold ``discriminator.safetensors``, ``discriminator_optimizer.safetensors`` and
+``discriminator.json``. A LoRA policy and several ranks are config errors (as for the critic). Metrics
+``discriminator/{loss, acc, perception_acc, reasoning_acc, pairs, student_mean, teacher_mean, grad_norm}``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from rlvr.core.batch import build_batch
+from rlvr.core.jsonl import iter_jsonl
+from rlvr.core.optim_state import flatten_optimizer, unflatten_optimizer
+from rlvr.core.types import Completion, Example
+from rlvr.models.logprobs import trunk_hidden
+from rlvr.models.lora import has_lora
+
+__all__ = ["Discriminator", "build_discriminator", "split_text", "perception_cut", "pairwise_loss", "read_demos"]
+
+EXPERTS = ("perception", "reasoning")
+
+
+def split_text(text: str, fmt: re.Pattern | None, tag: str | None) -> tuple[str, str] | None:
+    """``(perception span, reasoning span)`` of a response's text, or None when it is malformed (no full match
+    of ``fmt``, no closing tag, or an empty reasoning span). Without a tag the perception span is empty."""
+    if fmt is not None and not fmt.fullmatch(text):
+        return None
+    if tag is None:
+        return ("", text) if text.strip() else None
+    close = f"</{tag}>"
+    at = text.find(close)
+    if at < 0:
+        return None
+    cut = at + len(close)
+    return (text[:cut], text[cut:]) if text[cut:].strip() else None
+
+
+def perception_cut(tokenizer, ids: Sequence[int], tag: str | None) -> int | None:
+    """The length of the shortest token prefix whose decoded text holds ``</tag>`` (None if none does; 0
+    without a tag). Bisection: holding the tag is monotone in the prefix length."""
+    if tag is None:
+        return 0
+    close = f"</{tag}>"
+
+    def has(k: int) -> bool:
+        return close in tokenizer.decode(list(ids[:k]), skip_special_tokens=True)
+
+    if not ids or not has(len(ids)):
+        return None
+    lo, hi = 1, len(ids)  # has(hi) holds
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if has(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def pairwise_loss(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
+    """``[n]`` Bradley-Terry loss per pair: -log sigmoid(t - s)."""
+    return -torch.nn.functional.logsigmoid(teacher - student)
+
+
+def read_demos(path: str | Path) -> dict[str, str]:
+    """``{example id: demonstration}`` from a JSONL of ``{"id": ..., "response": ...}`` lines; a malformed line
+    raises naming it (a demonstration file is small and hand-made, so a bad line is a mistake)."""
+    out: dict[str, str] = {}
+    for lineno, rec, err in iter_jsonl(path):
+        if err is None and not (isinstance(rec.get("id"), (str, int)) and isinstance(rec.get("response"), str)):
+            err = 'needs "id" (string) and "response" (string)'
+        if err is not None:
+            raise ValueError(f"{path}:{lineno}: {err}")
+        out[str(rec["id"])] = rec["response"]
+    if not out:
+        raise ValueError(f"{path}: no demonstrations")
+    return out
+
+
+def _row(prompt: Completion, span: list[int]) -> Completion:
+    return Completion(prompt.example_id, list(prompt.prompt_ids), span, None, "stop", "", vision=prompt.vision)
+
+
+class Discriminator:
+    """Perception and reasoning experts on a copy of ``model``'s trunk."""
+
+    def __init__(self, model, tokenizer, cfg, device: torch.device, micro_batch_size: int,
+                 demos: dict[str, str] | None = None):
+        self.cfg, self.tok, self.micro, self.demos = cfg, tokenizer, micro_batch_size, demos
+        self.fmt = re.compile(cfg.format, re.DOTALL) if cfg.format is not None else None
+        self.experts = EXPERTS if cfg.perception_tag is not None else EXPERTS[1:]
+        trunk = copy.deepcopy(getattr(model, model.base_model_prefix))
+        hidden = model.get_output_embeddings().in_features
+        heads = {}
+        for e in self.experts:
+            head = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, 1))
+            with torch.no_grad():
+                for lin in (head[0], head[2]):
+                    lin.weight.normal_(0.0, cfg.init_std) if cfg.init_std > 0 else lin.weight.zero_()
+                    lin.bias.zero_()
+            heads[e] = head
+        dtype = next(trunk.parameters()).dtype
+        self.net = torch.nn.ModuleDict({"trunk": trunk, "heads": torch.nn.ModuleDict(heads).to(dtype)}).to(device)
+        self.net.requires_grad_(True)
+        self.optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=0.0)
+        self._memo: list[tuple[Completion, Example, int | None]] | None = None
+
+    # ---- scoring -------------------------------------------------------------------------------------
+    def _scores(self, expert: str, rows: list[Completion]) -> torch.Tensor:
+        """``[n]`` expert scores of prompt + span rows (with gradient when enabled), float32 on the device."""
+        out = []
+        for s in range(0, len(rows), self.micro):
+            part = rows[s: s + self.micro]
+            mb = build_batch(part, [0.0] * len(part), self.tok.pad_token_id).to(next(self.net.parameters()).device)
+            h = trunk_hidden(self.net["trunk"], mb)
+            last = mb.prompt_len + mb.lengths.to(h.device) - 1
+            v = self.net["heads"][expert](h[torch.arange(len(part), device=h.device), last]).squeeze(-1).float()
+            out.append(v.clamp(-self.cfg.score_clip, self.cfg.score_clip) if self.cfg.score_clip else v)
+        return torch.cat(out)
+
+    def _student_spans(self, comp: Completion, cut: int) -> dict[str, list[int]]:
+        ids = list(comp.completion_ids)
+        return {"perception": ids[:cut], "reasoning": ids[cut:]}
+
+    def _teacher_spans(self, example: Example) -> dict[str, list[int]] | None:
+        text = self.demos.get(example.id) if self.demos is not None else example.sft_target
+        parts = None if text is None else split_text(text, self.fmt, self.cfg.perception_tag)
+        if parts is None:
+            return None
+        enc = [self.tok(x, add_special_tokens=False)["input_ids"] for x in parts]
+        return {"perception": enc[0], "reasoning": enc[1]} if enc[1] else None
+
+    def _cut(self, comp: Completion) -> int | None:
+        """The perception span's token length, or None for a malformed response."""
+        if split_text(comp.text, self.fmt, self.cfg.perception_tag) is None:
+            return None
+        cut = perception_cut(self.tok, comp.completion_ids, self.cfg.perception_tag)
+        return cut if cut is not None and cut < len(comp.completion_ids) else None
+
+    @torch.no_grad()
+    def extras(self, completions: Sequence[Completion], examples: Sequence[Example]) -> dict[str, torch.Tensor]:
+        """The extras ``disc_perception``, ``disc_reasoning``, ``disc_format`` ``[N]`` (scores 0 where malformed);
+        the rows are kept for :meth:`update`."""
+        cuts = [self._cut(c) for c in completions]
+        valid = [i for i, k in enumerate(cuts) if k is not None]
+        n = len(completions)
+        out = {"disc_perception": torch.zeros(n), "disc_reasoning": torch.zeros(n),
+               "disc_format": torch.tensor([float(k is not None) for k in cuts])}
+        was = self.net.training
+        self.net.eval()
+        try:
+            for e in self.experts:
+                if valid:
+                    rows = [_row(completions[i], self._student_spans(completions[i], cuts[i])[e]) for i in valid]
+                    out[f"disc_{e}"][valid] = self._scores(e, rows).cpu()
+        finally:
+            self.net.train(was)
+        self._memo = list(zip(completions, examples, cuts))
+        return out
+
+    # ---- training ------------------------------------------------------------------------------------
+    def update(self) -> dict[str, float]:
+        """One optimizer step on the pairs of the rows last scored (after the policy's update); {} when
+        nothing was scored this step."""
+        memo, self._memo = self._memo, None
+        if memo is None:
+            return {}
+        pairs = []
+        for comp, ex, cut in memo:
+            teacher = self._teacher_spans(ex) if cut is not None else None
+            if teacher is not None:
+                pairs.append((comp, self._student_spans(comp, cut), teacher))
+        if not pairs:
+            return {"discriminator/pairs": 0.0}
+        self.net.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        n, total, sums = len(pairs), 0.0, {f"{e}_acc": 0.0 for e in self.experts}
+        sums.update(student=0.0, teacher=0.0)
+        n_scores = 2 * len(self.experts) * n
+        for s in range(0, n, self.micro):
+            part = pairs[s: s + self.micro]
+            loss = torch.zeros((), device=next(self.net.parameters()).device)
+            for e in self.experts:
+                st = self._scores(e, [_row(c, spans[e]) for c, spans, _ in part])
+                te = self._scores(e, [_row(c, t[e]) for c, _, t in part])
+                loss = loss + pairwise_loss(te, st).sum() / n
+                loss = loss + self.cfg.score_reg * ((st ** 2).sum() + (te ** 2).sum()) / n_scores
+                sums[f"{e}_acc"] += float((te > st).float().sum())
+                sums["student"] += float(st.detach().sum())
+                sums["teacher"] += float(te.detach().sum())
+            loss.backward()
+            total += float(loss.detach())
+        params = [p for p in self.net.parameters() if p.grad is not None]
+        norm = (torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm) if self.cfg.max_grad_norm
+                else torch.stack([p.grad.norm() for p in params]).norm() if params else torch.tensor(0.0))
+        self.optimizer.step()
+        m = {"discriminator/loss": total, "discriminator/pairs": float(n), "discriminator/grad_norm": float(norm),
+             "discriminator/student_mean": sums["student"] / (n * len(self.experts)),
+             "discriminator/teacher_mean": sums["teacher"] / (n * len(self.experts))}
+        for e in self.experts:
+            m[f"discriminator/{e}_acc"] = sums[f"{e}_acc"] / n
+        m["discriminator/acc"] = sum(sums[f"{e}_acc"] for e in self.experts) / (n * len(self.experts))
+        return m
+
+    # ---- checkpoints ---------------------------------------------------------------------------------
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.net.state_dict().items()},
+                  str(folder / "discriminator.safetensors"))
+        tensors, meta = flatten_optimizer(self.optimizer)
+        save_file(tensors, str(folder / "discriminator_optimizer.safetensors"))
+        (folder / "discriminator.json").write_text(json.dumps({"experts": list(self.experts), "optimizer": meta}))
+
+    def load(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        if not (folder / "discriminator.safetensors").is_file():
+            raise ValueError(f"{folder} holds no discriminator (discriminator.safetensors): it was written by a run "
+                             "without algorithm.discriminator")
+        meta = json.loads((folder / "discriminator.json").read_text())
+        if tuple(meta["experts"]) != self.experts:
+            raise ValueError(f"{folder}: the discriminator has experts {meta['experts']}, the config asks for "
+                             f"{list(self.experts)}")
+        self.net.load_state_dict(load_file(str(folder / "discriminator.safetensors")))
+        self.optimizer.load_state_dict(unflatten_optimizer(
+            load_file(str(folder / "discriminator_optimizer.safetensors")), meta["optimizer"]))
+        self._memo = None
+
+
+_READS = frozenset({"disc_perception", "disc_reasoning", "disc_format"})
+
+
+def build_discriminator(cfg, model, tokenizer, task, device: torch.device, world: Any = None) -> Discriminator | None:
+    """The run's discriminator, or None without ``algorithm.discriminator.enabled``. Checks up front that some
+    component reads it and that the demonstrations of the train split include well-formed ones."""
+    from rlvr.config import algorithm_needs
+
+    d = cfg.algorithm.discriminator
+    if not d.enabled:
+        if _READS & algorithm_needs(cfg):
+            raise ValueError("the prism advantage transform reads the discriminator's scores; set "
+                             "algorithm.discriminator.enabled=true")
+        return None
+    if not _READS & algorithm_needs(cfg):
+        raise ValueError("algorithm.discriminator is enabled but no component reads its scores (the prism "
+                         "advantage transform does)")
+    if has_lora(model):
+        raise ValueError("algorithm.discriminator does not support model.lora yet (it copies the full trunk)")
+    if world is not None and world.distributed:
+        raise ValueError("algorithm.discriminator does not support several ranks (torchrun) yet; run on one process")
+    demos = read_demos(d.demos) if d.demos is not None else None
+    fmt = re.compile(d.format, re.DOTALL) if d.format is not None else None
+    sample = task.examples("train")[:200]
+    texts = [demos.get(ex.id) if demos is not None else ex.sft_target for ex in sample]
+    if not any(t is not None and split_text(t, fmt, d.perception_tag) for t in texts):
+        where = d.demos if d.demos is not None else "the train examples' reference targets"
+        raise ValueError(f"none of the first {len(sample)} train examples has a well-formed demonstration in {where} "
+                         f"(algorithm.discriminator.format {d.format!r}, perception_tag {d.perception_tag!r}); "
+                         "the discriminator would have nothing to learn from")
+    return Discriminator(model, tokenizer, d, device, cfg.train.micro_batch_size, demos)
