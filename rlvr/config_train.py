@@ -84,7 +84,8 @@ class SFTConfig(_Section):
     interleave_every: int = Field(0, ge=0, description="interleaved SFT: after every N-th RL step, interleave_steps "
                                                        "SFT steps on the reference completions (0: off)")
     interleave_steps: int = Field(10, gt=0, description="SFT steps per interleaved phase")
-    interleave_lr: float | None = Field(None, gt=0.0, description="interleaved phases' constant lr (null: sft.lr)")
+    interleave_lr: float | None = Field(None, gt=0.0, description="interleaved phases' constant lr (null: optim.lr, "
+                                                                      "the RL phase's)")
     interleave_source: Literal["task", "rollouts"] = Field(
         "task", description="interleaved phases train on the task's reference completions, or on the rows the "
                             "rollout strategy collected since the last phase (PROPA's successful and corrected paths)")

@@ -3,8 +3,9 @@
 After every ``interleave_every``-th RL step's update (and before the rollout engine receives the new
 weights) the policy takes ``interleave_steps`` SFT steps on the task's reference completions (its ``sft``
 split when it has one, else ``train``), the warm-up's data and loss (:func:`rlvr.train.sft.sft`), at
-``interleave_lr`` (``sft.lr`` when unset), the RL phase then continuing from the result. This is the
-supervised half of methods that alternate SFT with RLVR (PRISM's stages, PROPA's interleaved SFT, MEML-GRPO's
+``interleave_lr`` (when unset, the RL phase's own ``optim.lr``: a phase runs inside RL, and the warm-up's rate,
+often far higher, would undo the RL steps between phases), the RL phase then continuing from the result. This is the
+supervised half of methods that alternate SFT with RLVR (PROPA's interleaved SFT, MEML-GRPO's
 periodic SFT).
 
 With ``sft.interleave_source: rollouts`` a phase trains instead on the rows the training engine's rollout
@@ -42,7 +43,7 @@ def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None) -> Cal
     if not examples:
         raise ValueError(f"sft.interleave_every={every}: the task's {split!r} split has no reference completions "
                          "(Example.sft_target) to train on")
-    lr = cfg.sft.interleave_lr or cfg.sft.lr
+    lr = cfg.sft.interleave_lr or cfg.optim.lr
     rows = sft_rows(tokenizer, examples, cfg.model.chat_template)  # tokenised once, trained on every phase
 
     def phase(step: int) -> dict[str, float]:
@@ -57,7 +58,7 @@ def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None) -> Cal
 
 
 def _rollout_phase(cfg: Any, model, tokenizer, engine: Any, every: int) -> Callable[[int], dict[str, float]]:
-    lr = cfg.sft.interleave_lr or cfg.sft.lr
+    lr = cfg.sft.interleave_lr or cfg.optim.lr
     pending: list[Any] = []
 
     def phase(step: int) -> dict[str, float]:
