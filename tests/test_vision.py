@@ -72,6 +72,61 @@ def test_batch_vision_select_equals_naive_concatenation(seed):
             assert torch.equal(back.pixel_values, rows[i].pixel_values)
 
 
+def _tiled_rows(rng, n, side=4):
+    """Idefics3-like rows: tiles per image vary (tiled, or the global view alone), with a pixel mask;
+    or LLaVA / Gemma-3-like rows: one entry per image (crops included)."""
+    rows = []
+    for _ in range(n):
+        k = rng.choice([0, 1, 1, 2])
+        if not k:
+            rows.append(None)
+            continue
+        tiles = sum(rng.choice([1, 3, 5]) for _ in range(k))
+        rows.append(VisionInputs(tensors={"pixel_values": torch.randn(tiles, 3, side, side),
+                                          "pixel_attention_mask": torch.rand(tiles, side, side) > 0.2},
+                                 num_images=k))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batch_vision_select_keeps_every_named_tensor_of_each_row(seed):
+    rng = random.Random(seed)
+    rows = _tiled_rows(rng, 9)
+    bv = BatchVision.from_rows(rows)
+    if bv is None:
+        return
+    idx = [rng.randrange(9) for _ in range(rng.randint(1, 12))]
+    sel = bv.select(torch.tensor(idx))
+    picked = [rows[i] for i in idx if rows[i] is not None]
+    if not picked:
+        assert sel is None
+        return
+    for key in ("pixel_values", "pixel_attention_mask"):
+        assert torch.equal(sel.tensors[key], torch.cat([r.tensors[key] for r in picked]))
+        assert sel.row_counts[key].tolist() == [0 if rows[i] is None else rows[i].tensors[key].shape[0] for i in idx]
+    assert sel.image_grid_thw is None and sel.row_images.tolist() == [0 if rows[i] is None else rows[i].num_images
+                                                                      for i in idx]
+    for j, i in enumerate(idx):
+        back = sel.row(j)
+        assert (back is None) == (rows[i] is None)
+        if back is not None:
+            assert back.num_images == rows[i].num_images
+            assert all(torch.equal(back.tensors[k], rows[i].tensors[k]) for k in rows[i].tensors)
+
+
+def test_rows_processed_differently_do_not_batch():
+    a = VisionInputs(tensors={"pixel_values": torch.zeros(1, 3, 4, 4)}, num_images=1)
+    b = VisionInputs(tensors={"pixel_values": torch.zeros(1, 3, 8, 8)}, num_images=1)
+    c = VisionInputs(tensors={"pixel_values": torch.zeros(1, 3, 4, 4), "pixel_attention_mask": torch.ones(1, 4, 4)},
+                     num_images=1)
+    with pytest.raises(ValueError, match="different pixel_values shapes"):
+        BatchVision.from_rows([a, b])
+    with pytest.raises(ValueError, match="different image processors"):
+        BatchVision.from_rows([a, None, c])
+    with pytest.raises(ValueError, match="at least one image"):
+        VisionInputs(tensors={"pixel_values": torch.zeros(1, 3, 4, 4)}, num_images=0)
+
+
 def test_vision_inputs_reject_mismatched_grids():
     with pytest.raises(ValueError, match="patches"):
         VisionInputs(torch.zeros(5, 3), torch.tensor([[1, 2, 2]]))

@@ -12,7 +12,7 @@ from transformers import (AutoImageProcessor, AutoModelForCausalLM, AutoModelFor
 from rlvr.models.checks import ModelDirError, check_model_dir
 from rlvr.models.config import ModelConfig
 from rlvr.models.tiny import build_tiny_model, char_tokenizer, tiny_image_processor, vlm_tokenizer
-from rlvr.models.vision import VisionProcessor, attach_vision
+from rlvr.models.vision import SUPPORTED_VLMS, VisionProcessor, bind_vision
 
 __all__ = ["ModelConfig", "load_model", "load_tokenizer", "DTYPES"]
 
@@ -49,7 +49,7 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTra
             tok.add_tokens(list(dict.fromkeys(cfg.tiny.tokens)))
         model = build_tiny_model(cfg.tiny, tok, seed=seed)
         if vlm:
-            attach_vision(tok, VisionProcessor.for_model(model.config, tiny_image_processor(cfg.tiny), tok))
+            bind_vision(model, tok, VisionProcessor.for_model(model.config, tiny_image_processor(cfg.tiny), tok))
         return model.to(DTYPES[cfg.dtype]), tok
     path = Path(cfg.path).expanduser()
     if not path.is_dir():
@@ -63,25 +63,33 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTra
         raise ModelDirError(f"{path}: cannot read the tokenizer ({type(e).__name__}: {e})") from None
     except (OSError, TypeError, KeyError, json.JSONDecodeError) as e:
         raise ModelDirError(f"{path}: cannot read the tokenizer ({type(e).__name__}: {e})") from None
-    vlm = "vision_config" in json.loads((path / "config.json").read_text(encoding="utf-8"))
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    vlm = "vision_config" in config
+    if vlm and config.get("model_type") not in SUPPORTED_VLMS:
+        raise ModelDirError(f"{path / 'config.json'}: a vision-language model of family {config.get('model_type')!r}; "
+                            f"rlvr reads the families {', '.join(SUPPORTED_VLMS)}")
     try:
         auto = AutoModelForImageTextToText if vlm else AutoModelForCausalLM
         model = auto.from_pretrained(str(path), dtype=DTYPES[cfg.dtype], local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
         raise ModelDirError(f"{path}: cannot load the model ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     if vlm:
-        attach_vision(tok, _vision_processor(path, model, tok))
+        bind_vision(model, tok, _vision_processor(path, model, tok))
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
 
 
 def _vision_processor(path: Path, model, tok) -> VisionProcessor:
-    """The VLM directory's image processor (``preprocessor_config.json``) with its tokenizer."""
+    """The VLM directory's image processor (``preprocessor_config.json``) with its tokenizer (given the
+    processor's ``chat_template.json`` when the tokenizer has no chat template of its own)."""
     if not (path / "preprocessor_config.json").is_file():
         raise ModelDirError(f"{path / 'preprocessor_config.json'}: missing; a vision-language model directory "
                             "needs its image processor's config")
+    legacy = path / "chat_template.json"  # a processor's chat template, which the tokenizer does not read
     try:
+        if getattr(tok, "chat_template", None) is None and legacy.is_file():
+            tok.chat_template = json.loads(legacy.read_text(encoding="utf-8")).get("chat_template")
         image_processor = AutoImageProcessor.from_pretrained(str(path), local_files_only=True)
         return VisionProcessor.for_model(model.config, image_processor, tok)
     except (OSError, ValueError, KeyError, TypeError) as e:

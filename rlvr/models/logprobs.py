@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from rlvr.core.batch import RolloutBatch
-from rlvr.models.vision import SUPPRESSED_LOGIT, suppressed_tokens, vision_forward_kwargs
+from rlvr.models.vision import SUPPRESSED_LOGIT, own_positions, suppressed_tokens, vision_forward_kwargs
 
 __all__ = ["completion_logprobs", "token_logprobs_from_hidden", "CompletionLogprobs", "trunk_hidden", "forward_inputs",
            "output_head", "SUPPRESSED_LOGIT"]
@@ -46,11 +46,13 @@ def output_head(model) -> torch.nn.Module:
 
 def forward_inputs(model, batch: RolloutBatch) -> dict:
     """The keyword arguments of ``model``'s (or its trunk's) forward over ``batch``: ids, mask and positions,
-    and for rows with images their patches and grids. A VLM computes its own multimodal rotary positions
-    from the image grids, so with images the batch's 1-D positions are left out."""
+    and for rows with images the family's image tensors. A Qwen2-VL-family model computes its own multimodal
+    rotary positions from the image grids, so with images its batch's 1-D positions are left out; the other
+    families take them."""
     extra = vision_forward_kwargs(model, batch.input_ids, batch.vision)
     return dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                position_ids=None if extra else batch.position_ids, use_cache=False, **extra)
+                position_ids=None if extra and own_positions(model) else batch.position_ids, use_cache=False,
+                **extra)
 
 
 def trunk_hidden(trunk: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:

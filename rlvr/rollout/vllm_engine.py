@@ -95,6 +95,12 @@ class VLLMEngine:
                  settings: VLLMConfig | None = None, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0):
         self.settings = settings = settings or VLLMConfig()
         _in_process_env(settings)
+        vlm = getattr(model.config, "vision_config", None) is not None
+        kind = getattr(model.config, "model_type", None)
+        if vlm and (kind not in VLLM_VLM_ARCHS or vision_of(tokenizer) is None):  # before vLLM is even imported
+            raise VLLMUnavailable(f"rollout.engine=vllm serves vision-language models of the Qwen2-VL family "
+                                  f"({', '.join(VLLM_VLM_ARCHS)}) with rlvr's image processor; got {kind!r} "
+                                  "(rollout.engine=hf serves every VLM family rlvr reads)")
         try:
             import vllm
         except ImportError as e:
@@ -114,12 +120,7 @@ class VLLMEngine:
             log.warning("rollout.engine=vllm with top_p=%g and temperature=%g: vLLM's behaviour log-probs are those "
                         "of the top-p-truncated distribution, the trainer's are not (see rlvr.rollout.vllm_engine)",
                         top_p, temperature)
-        vlm = getattr(model.config, "vision_config", None) is not None
         if vlm:
-            kind = getattr(model.config, "model_type", None)
-            if kind not in VLLM_VLM_ARCHS or vision_of(tokenizer) is None:
-                raise VLLMUnavailable(f"rollout.engine=vllm serves vision-language models of the Qwen2-VL family "
-                                      f"({', '.join(VLLM_VLM_ARCHS)}) with rlvr's image processor; got {kind!r}")
             register_vllm_vlms()
         self._dir = tempfile.mkdtemp(prefix="rlvr-vllm-")
         config = model.config
