@@ -190,9 +190,18 @@ class Discriminator:
         self.net.eval()
         try:
             for e in self.experts:
-                if valid:
-                    rows = [_row(completions[i], self._student_spans(completions[i], cuts[i])[e]) for i in valid]
-                    out[f"disc_{e}"][valid] = self._scores(e, rows).cpu()
+                # each distinct (prompt, images, span) is scored once: identical responses of a group get identical
+                # scores, so their group spread is exactly 0, not float noise that GN would blow up to +-1
+                spans = {i: self._student_spans(completions[i], cuts[i])[e] for i in valid}
+                keys = {i: (tuple(completions[i].prompt_ids), id(completions[i].vision), tuple(spans[i]))
+                        for i in valid}
+                reps: dict[tuple, int] = {}
+                for i in valid:
+                    reps.setdefault(keys[i], i)
+                if reps:
+                    scores = self._scores(e, [_row(completions[i], spans[i]) for i in reps.values()]).cpu()
+                    slot = {k: j for j, k in enumerate(reps)}
+                    out[f"disc_{e}"][valid] = scores[[slot[keys[i]] for i in valid]]
         finally:
             self.net.train(was)
         self._memo = list(zip(completions, examples, cuts))

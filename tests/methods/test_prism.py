@@ -322,3 +322,21 @@ def test_tiny_tokens_keep_the_format_tags_whole_and_save_with_the_tokenizer(tmp_
     assert tok.decode(ids, skip_special_tokens=True) == DEMO  # the tags are text, not special tokens
     tok.save_pretrained(tmp_path)
     assert load_tokenizer(tmp_path)(DEMO, add_special_tokens=False)["input_ids"] == ids
+
+
+def test_identical_responses_score_identically_so_their_alignment_advantage_is_zero():
+    tok, d = _disc()  # micro-batches of 2 rows
+    same = DEMO.replace("2", "3")
+    # rows 0-2 are one group's identical responses; row 2 shares its micro-batch with a longer prompt, so scored
+    # row by row it would be left-padded and differ from rows 0 and 1 by float noise (~1e-9)
+    comps = _rows(tok, [same, same, same], prompt="q:") + _rows(tok, [DEMO], prompt="a much longer prompt:")
+    for j, c in enumerate(comps):
+        c.group = 0 if j < 3 else 1
+    examples = [Example(c.example_id, "q", "2", target=DEMO) for c in comps]
+    ex = d.extras(comps, examples)
+    for key in ("disc_perception", "disc_reasoning"):
+        assert ex[key][0] == ex[key][1] == ex[key][2]  # exactly, not to float noise
+    group = torch.tensor([c.group for c in comps])
+    a = alignment_advantage(ex["disc_perception"], ex["disc_reasoning"], ex["disc_format"] <= 0, group, 0.5, 0.5,
+                            1e-6)
+    assert a[:3].tolist() == [0.0, 0.0, 0.0]
