@@ -1,9 +1,10 @@
 """Every VLM family rlvr reads, as a local directory: LLaVA, LLaVA-NeXT, Gemma 3 (with and without pan-and-scan),
-Idefics3 (tiled and not), SmolVLM and Qwen2.5-VL. Prompts encode exactly as the family's transformers
-processor encodes them and as the model consumes them, the hf engine's behaviour log-probs equal the
-trainer's over mixed batches, image tokens are never sampled, the image changes the policy, and what cannot
-be read is refused clearly."""
+Idefics3 (tiled and not), SmolVLM, Qwen2.5-VL, Qwen3-VL (dense and MoE), InternVL, LLaVA-OneVision and
+PaliGemma 2. Prompts encode exactly as the family's transformers processor encodes them and as the model
+consumes them, the hf engine's behaviour log-probs equal the trainer's over mixed batches, image tokens are
+never sampled, the image changes the policy, and what cannot be read is refused clearly."""
 
+import copy
 import json
 
 import pytest
@@ -23,7 +24,9 @@ from tests.vlm_tiny import img, save_family
 CASES = {"llava": ("llava", {}), "llava_next": ("llava_next", {}), "gemma3": ("gemma3", {}),
          "gemma3_pan": ("gemma3", {"do_pan_and_scan": True, "pan_and_scan_min_crop_size": 8}),
          "idefics3": ("idefics3", {}), "idefics3_whole": ("idefics3", {"do_image_splitting": False}),
-         "smolvlm": ("smolvlm", {}), "qwen2_5_vl": ("qwen2_5_vl", {})}
+         "smolvlm": ("smolvlm", {}), "qwen2_5_vl": ("qwen2_5_vl", {}), "qwen3_vl": ("qwen3_vl", {}),
+         "qwen3_vl_moe": ("qwen3_vl_moe", {}), "internvl": ("internvl", {}), "llava_onevision": ("llava_onevision", {}),
+         "paligemma": ("paligemma", {})}
 SIZES = [(32, 32), (40, 90), (70, 30), (17, 63), (200, 150), (65, 33), (100, 300)]
 
 
@@ -35,9 +38,30 @@ def loaded(request, tmp_path_factory):
     return request.param, model, tok
 
 
+def _images_only(cls):
+    """``cls``, a processor that also holds a video processor (which needs torchvision), built without one:
+    its image path is transformers' own code, unchanged."""
+    return type(cls.__name__, (cls,), {"check_argument_for_proper_class": lambda self, name, arg: None})
+
+
 def _hf_processor(case, model, tok):
-    """transformers' own processor of the family (they build with a PIL image processor)."""
+    """transformers' own processor of the family (with a PIL image processor; no video processor)."""
     ip = vision_of(tok).image_processor
+    cfg = model.config
+    if case in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
+        cls = tf.Qwen2_5_VLProcessor if case == "qwen2_5_vl" else tf.Qwen3VLProcessor
+        return _images_only(cls)(image_processor=ip, tokenizer=tok, video_processor=None)
+    if case == "internvl":
+        return _images_only(tf.InternVLProcessor)(image_processor=ip, tokenizer=tok, video_processor=None,
+                                                  image_seq_length=vision_of(tok).seq)
+    if case == "llava_onevision":
+        side = cfg.vision_config.image_size // cfg.vision_config.patch_size
+        return _images_only(tf.LlavaOnevisionProcessor)(
+            image_processor=ip, tokenizer=tok, video_processor=None, num_image_tokens=side ** 2,
+            vision_feature_select_strategy=cfg.vision_feature_select_strategy,
+            vision_aspect_ratio=cfg.vision_aspect_ratio)
+    if case == "paligemma":  # it adds its location tokens to the tokenizer it is given
+        return tf.PaliGemmaProcessor(image_processor=ip, tokenizer=copy.deepcopy(tok))
     if case in ("llava", "llava_next"):
         cls = tf.LlavaProcessor if case == "llava" else tf.LlavaNextProcessor
         return cls(image_processor=ip, tokenizer=tok, patch_size=8, num_additional_image_tokens=1,
@@ -58,31 +82,38 @@ def _examples():
 def test_encoding_equals_the_family_processor_and_the_model_consumes_it(loaded):
     case, model, tok = loaded
     vp = vision_of(tok)
-    if case == "qwen2_5_vl":
-        pytest.skip("Qwen2VLProcessor needs torchvision; the Qwen2-VL encoder is checked in test_vision.py")
     hf = _hf_processor(case, model, tok)
     options = {"do_pan_and_scan": True, "pan_and_scan_min_crop_size": 8} if case == "gemma3_pan" else {}
-    for k in range(len(SIZES)):
-        images = [img(h, w, k + j) for j, (h, w) in enumerate(SIZES[k: k + 2])]
+    groups = [SIZES[k: k + 2] for k in range(len(SIZES))] + [[s] for s in SIZES[:-1]]  # two images, and one
+    for k, sizes in enumerate(groups):
+        images = [img(h, w, k + j) for j, (h, w) in enumerate(sizes)]
         prompt = "a<image>b" + "<image>c" * (len(images) - 1)
         ids, vis = vp.encode(prompt, images)
-        ref = hf(text=prompt.replace("<image>", vp.image_token), images=images, return_tensors="pt", **options)
+        text = prompt.replace("<image>", vp.image_token)
+        ref = hf(text=[text], images=[images] if case == "llava_onevision" else images,  # one prompt's images
+                 return_tensors="pt", **options)
         assert ref["input_ids"][0].tolist() == ids
         pixels = ref["pixel_values"][0] if case.startswith(("idefics3", "smolvlm")) else ref["pixel_values"]
         if case == "llava_next":  # [images, most patches, C, H, W] padded with zeros: rlvr keeps the real ones
             pixels = pixels[pixels.abs().sum((-1, -2, -3)) > 0]
-            assert torch.equal(ref["image_sizes"], vis.tensors["image_sizes"])
+        if case == "llava_onevision":  # [images, patches, C, H, W]: a prompt's single image, or its base views
+            pixels = pixels.flatten(0, 1)
+            assert ref["batch_num_images"].tolist() == [len(images)]
         assert torch.equal(pixels, vis.pixel_values)
+        for key in ("image_sizes", "image_grid_thw"):
+            if key in ref:
+                assert torch.equal(ref[key], vis.tensors[key])
         if "pixel_attention_mask" in ref:
             assert torch.equal(ref["pixel_attention_mask"][0].bool(), vis.tensors["pixel_attention_mask"])
-        if "token_type_ids" in ref:  # Gemma 3: 1 on the image's soft tokens
-            types = (torch.tensor(ids) == model.config.image_token_id).int()
-            assert ref["token_type_ids"][0].tolist() == types.tolist()
+        ids_t = torch.tensor([ids])
+        kw = vision_forward_kwargs(model, ids_t, vis)
+        for key in ("token_type_ids", "mm_token_type_ids"):  # Gemma 3's soft tokens, Qwen's image tokens,
+            if key in ref:  # PaliGemma's prompt (all prefix: 0)
+                assert ref[key][0].tolist() == kw[key][0].tolist()
         ex = Example("x", prompt, "1", images=tuple(images))
         assert example_length(tok, ex) == len(ids)  # from the images' sizes alone
-        ids_t = torch.tensor([ids])
         with torch.no_grad():  # the model checks its image-token count against the features it computes
-            model(input_ids=ids_t, **vision_forward_kwargs(model, ids_t, vis))
+            model(input_ids=ids_t, **kw)
 
 
 def test_engine_behaviour_logprobs_equal_the_trainers_in_mixed_batches(loaded):
@@ -109,7 +140,8 @@ def test_image_tokens_are_never_sampled(loaded):
     banned = set(suppressed_tokens(model))
     vp = vision_of(tok)
     assert vp.image_token_id in banned
-    expect = {"gemma3": 3, "gemma3_pan": 3, "llava": 1, "llava_next": 1, "qwen2_5_vl": 4}.get(case, 2 + 36 + 1)
+    expect = {"gemma3": 3, "gemma3_pan": 3, "llava": 1, "llava_next": 1, "qwen2_5_vl": 4, "qwen3_vl": 4,
+              "qwen3_vl_moe": 4, "internvl": 3, "llava_onevision": 2, "paligemma": 1}.get(case, 2 + 36 + 1)
     assert len(banned) == expect  # Idefics3: <image>, <fake_token_around_image>, <global-img>, 6 x 6 row/col
     comps = HFEngine(model, tok).generate([GenerationRequest(_examples()[0], 24)],
                                           SamplingParams(temperature=6.0, max_new_tokens=8, seed=0))
@@ -152,6 +184,35 @@ def test_gemma3_reads_each_image_bidirectionally_through_token_type_ids(loaded):
     assert (with_types - causal).abs().max() > 1e-5  # without them the image is read causally
 
 
+def test_paligemma_reads_its_prompt_as_a_bidirectional_prefix_and_the_completion_causally(loaded):
+    from rlvr.models.logprobs import forward_inputs, logit_softcap
+
+    case, model, tok = loaded
+    if case != "paligemma":
+        pytest.skip("PaliGemma only")
+    assert logit_softcap(model) == 3.0  # PaliGemma 2's cap lives in its text config
+    engine, sampling = HFEngine(model, tok), SamplingParams(temperature=1.0, max_new_tokens=4, seed=5)
+    exs = _examples()
+    first = engine.generate([GenerationRequest(e, 1) for e in exs], sampling)
+    # continued prefixes are completion tokens: causal in the engine as in the trainer
+    reqs = [GenerationRequest(e, 2, prefix_ids=tuple(c.completion_ids[:2]), prefix_logprobs=tuple(c.logprobs[:2]))
+            for e, c in zip(exs, first)]
+    comps = engine.generate(reqs, sampling)
+    batch = build_batch(comps, [0.0] * len(comps), tok.pad_token_id)
+    kw = forward_inputs(model, batch)
+    cols = torch.arange(batch.input_ids.shape[1])[None].expand_as(batch.input_ids)
+    assert torch.equal(kw["token_type_ids"], (cols >= batch.prompt_len).long())  # 1 on the completion only
+    assert torch.equal(kw["position_ids"], batch.position_ids + 1)  # PaliGemma counts positions from 1
+    with torch.no_grad():
+        lp, _ = completion_logprobs(model, batch)
+        causal = model(**{k: v for k, v in kw.items() if k != "token_type_ids"}).logits
+        prefix = model(**kw).logits
+    assert ((lp - batch.behaviour_logp).abs() * batch.completion_mask).max() < 1e-4
+    assert (prefix - causal).abs().max() > 1e-3  # without the types the prompt would be read causally
+    ids = vision_of(tok).encode("<image>n?", [img(32, 32)])[0]
+    assert tok.decode(ids[-4:]) == "<bos>n?\n" and ids[:16] == [model.config.image_token_id] * 16
+
+
 def test_a_saved_directory_loads_back_with_the_same_encoding(loaded, tmp_path):
     from rlvr.models.vision import save_tokenizer
 
@@ -174,7 +235,8 @@ def test_marker_counts_chat_parts_and_stray_image_tokens_fail_clearly(loaded):
     with pytest.raises(ImageError, match="2 <image> markers for 1 images"):
         vp.encode("<image><image>x", [img(32, 32)])
     ids, _ = vp.encode("count:", [img(32, 32)])  # without a marker the image opens the prompt
-    assert tok.decode(ids[-6:]) == "count:" and ids.count(vp.image_token_id) > 0
+    end = "count:\n" if case == "paligemma" else "count:"  # PaliGemma's prompt ends with a newline
+    assert tok.decode(ids[-len(end):]) == end and ids.count(vp.image_token_id) > 0
     if case.startswith("gemma3"):  # elsewhere the feature token is the <image> marker itself
         with pytest.raises(ImageError, match="image placeholders for 1 images"):
             vp.encode(f"<image>{vp.image_token}x", [img(32, 32)])
@@ -204,10 +266,11 @@ def test_chat_prompts_render_image_parts_through_the_template(loaded):
 def test_unsupported_families_are_refused_at_load_naming_the_supported_ones(tmp_path):
     path = save_family("llava", tmp_path / "m")
     cfg = json.loads((path / "config.json").read_text())
-    cfg["model_type"] = "paligemma"
+    cfg["model_type"] = "mllama"
     (path / "config.json").write_text(json.dumps(cfg))
-    supported = "gemma3, idefics3, llava, llava_next, qwen2_5_vl, qwen2_vl, smolvlm"
-    with pytest.raises(ModelDirError, match=rf"'paligemma'.*{supported}"):
+    supported = ("gemma3, idefics3, internvl, llava, llava_next, llava_onevision, paligemma, qwen2_5_vl, qwen2_vl, "
+                 "qwen3_vl, qwen3_vl_moe, smolvlm")
+    with pytest.raises(ModelDirError, match=rf"'mllama'.*{supported}"):
         load_model(ModelConfig(path=str(path)))
 
 

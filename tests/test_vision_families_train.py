@@ -1,7 +1,8 @@
 """Training each VLM family rlvr reads from a user's local directory: a JSONL with image paths (images of
 different sizes, a two-image prompt, an image-free row) trains through the normal entry point with the
 engine and trainer agreeing, the checkpoint loads back as the same VLM, a resume is bit for bit, and LoRA
-exports a merged VLM. Qwen2.5-VL is among them."""
+exports a merged VLM. Qwen2.5-VL, Qwen3-VL (dense and MoE), InternVL, LLaVA-OneVision and PaliGemma 2 are among
+them."""
 
 import json
 import shutil
@@ -16,11 +17,15 @@ from rlvr.train.run import resume, train
 
 from tests.vlm_tiny import img, save_family
 
-FAMILIES = ["llava", "llava_next", "gemma3", "idefics3", "smolvlm", "qwen2_5_vl"]
+FAMILIES = ["llava", "llava_next", "gemma3", "idefics3", "smolvlm", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
+            "internvl", "llava_onevision", "paligemma"]
 CLASSES = {"llava": "LlavaForConditionalGeneration", "llava_next": "LlavaNextForConditionalGeneration",
            "gemma3": "Gemma3ForConditionalGeneration",
            "idefics3": "Idefics3ForConditionalGeneration", "smolvlm": "SmolVLMForConditionalGeneration",
-           "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"}
+           "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration", "qwen3_vl": "Qwen3VLForConditionalGeneration",
+           "qwen3_vl_moe": "Qwen3VLMoeForConditionalGeneration", "internvl": "InternVLForConditionalGeneration",
+           "llava_onevision": "LlavaOnevisionForConditionalGeneration",
+           "paligemma": "PaliGemmaForConditionalGeneration"}
 
 
 def _weights(run, step):
@@ -70,7 +75,7 @@ def test_a_local_vlm_directory_trains_on_jsonl_image_paths_and_resumes_exactly(f
     assert all((w4[k] == b[k]).all() for k in w4)
 
 
-@pytest.mark.parametrize("family", ["llava", "gemma3", "idefics3"])
+@pytest.mark.parametrize("family", ["llava", "gemma3", "idefics3", "qwen3_vl", "internvl", "paligemma"])
 def test_lora_on_each_family_keeps_adapters_and_exports_a_merged_vlm(family, tmp_path):
     from rlvr.train.export import export_model
 

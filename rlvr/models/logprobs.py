@@ -14,10 +14,11 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from rlvr.core.batch import RolloutBatch
-from rlvr.models.vision import SUPPRESSED_LOGIT, own_positions, suppressed_tokens, vision_forward_kwargs
+from rlvr.models.vision import SUPPRESSED_LOGIT, own_positions, position_offset, suppressed_tokens, \
+    vision_forward_kwargs
 
 __all__ = ["completion_logprobs", "token_logprobs_from_hidden", "CompletionLogprobs", "trunk_hidden", "forward_inputs",
-           "output_head", "SUPPRESSED_LOGIT"]
+           "output_head", "SUPPRESSED_LOGIT", "logit_softcap", "capped"]
 
 
 class _SuppressingHead(torch.nn.Module):
@@ -44,15 +45,27 @@ def output_head(model) -> torch.nn.Module:
     return _SuppressingHead(head, ids) if ids else head
 
 
+def logit_softcap(model) -> float | None:
+    """The final-logit soft-capping of ``model``'s language model (Gemma 2, PaliGemma 2), or None; a VLM's
+    lives in its text config."""
+    cfg = model.config
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    return getattr(text, "final_logit_softcapping", None) or getattr(cfg, "final_logit_softcapping", None)
+
+
 def forward_inputs(model, batch: RolloutBatch) -> dict:
     """The keyword arguments of ``model``'s (or its trunk's) forward over ``batch``: ids, mask and positions,
     and for rows with images the family's image tensors. A Qwen2-VL-family model computes its own multimodal
     rotary positions from the image grids, so with images its batch's 1-D positions are left out; the other
-    families take them."""
-    extra = vision_forward_kwargs(model, batch.input_ids, batch.vision)
-    return dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                position_ids=None if extra and own_positions(model) else batch.position_ids, use_cache=False,
-                **extra)
+    families take them (PaliGemma's counted from 1, and its prompt marked as the bidirectional prefix)."""
+    extra = vision_forward_kwargs(model, batch.input_ids, batch.vision, completion_start=batch.prompt_len)
+    if batch.vision is not None and own_positions(model):
+        positions = None
+    else:
+        offset = position_offset(model)
+        positions = batch.position_ids + offset if offset else batch.position_ids
+    return dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=positions,
+                use_cache=False, **extra)
 
 
 def trunk_hidden(trunk: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
@@ -60,11 +73,21 @@ def trunk_hidden(trunk: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
     return trunk(**forward_inputs(trunk, batch)).last_hidden_state
 
 
-def _head_logp(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, temperature: float,
-               softcap: float | None, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def capped(head: torch.nn.Module, h: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """Float32 logits of ``head`` over ``h``, soft-capped when the model caps them; a suppressing head's tokens
+    are suppressed after the cap (as the engines suppress the capped logits the model returns), so they stay
+    at :data:`SUPPRESSED_LOGIT` instead of ``-softcap``."""
     logits = head(h).float()
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
+        if isinstance(head, _SuppressingHead):
+            logits = logits.masked_fill(head.mask.to(logits.device), SUPPRESSED_LOGIT)
+    return logits
+
+
+def _head_logp(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, temperature: float,
+               softcap: float | None, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = capped(head, h, softcap)
     if temperature != 1.0:
         logits = logits / temperature
     logsm = F.log_softmax(logits, dim=-1)
@@ -106,7 +129,7 @@ def completion_logprobs(model: PreTrainedModel, batch: RolloutBatch, temperature
     hidden = trunk_hidden(trunk, batch)[:, p - 1: p + t - 1]  # position j predicts token j + 1
     targets = batch.input_ids[:, p: p + t]
     sel = batch.completion_mask.bool()
-    softcap = getattr(model.config, "final_logit_softcapping", None)
+    softcap = logit_softcap(model)
     lp, ent = token_logprobs_from_hidden(head, hidden[sel], targets[sel], temperature, chunk_tokens,
                                          with_entropy, softcap)
     logp = hidden.new_zeros(sel.shape, dtype=torch.float32).masked_scatter(sel, lp)

@@ -3,8 +3,11 @@
 rlvr encodes image prompts itself (:mod:`rlvr.models.vlm_base`: render, process, expand, tokenize), with one
 encoder per family, registered by the ``model_type`` of the model's ``config.json``:
 
-- ``qwen2_vl``, ``qwen2_5_vl`` (:mod:`rlvr.models.vlm_qwen`): patches and grids, M-RoPE positions;
-- ``llava``, ``llava_next``, ``gemma3``, ``idefics3``, ``smolvlm`` (:mod:`rlvr.models.vlm_families`).
+- ``qwen2_vl``, ``qwen2_5_vl``, ``qwen3_vl``, ``qwen3_vl_moe`` (:mod:`rlvr.models.vlm_qwen`): patches and
+  grids, M-RoPE positions;
+- ``llava``, ``llava_next``, ``gemma3``, ``idefics3``, ``smolvlm`` (:mod:`rlvr.models.vlm_families`);
+- ``internvl``, ``llava_onevision``, ``paligemma`` (:mod:`rlvr.models.vlm_more`; PaliGemma's prompt is a
+  bidirectional prefix, marked by token types in every forward, and its positions count from 1).
 
 Any other VLM directory is refused at load, naming these (:data:`SUPPORTED_VLMS`).
 
@@ -20,14 +23,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr.lazy import torch
-from rlvr.models import vlm_families, vlm_qwen
+from rlvr.models import vlm_families, vlm_more, vlm_qwen
 from rlvr.models.vlm_base import FAMILIES, IMAGE_MARKER, ImageError, VisionProcessor, image_size, load_image
 
 __all__ = ["VisionProcessor", "ImageError", "attach_vision", "vision_of", "save_tokenizer", "load_image",
            "image_size", "SUPPORTED_VLMS", "image_token_id", "vision_forward_kwargs", "suppressed_tokens",
-           "SUPPRESSED_LOGIT", "IMAGE_MARKER", "bind_vision", "own_positions", "family_of"]
+           "SUPPRESSED_LOGIT", "IMAGE_MARKER", "bind_vision", "own_positions", "family_of", "position_offset"]
 
-_ = (vlm_qwen, vlm_families)  # imported for their registrations
+_ = (vlm_qwen, vlm_families, vlm_more)  # imported for their registrations
 SUPPORTED_VLMS = tuple(sorted(FAMILIES))
 SUPPRESSED_LOGIT = -1e9  # finite, so 0 * log p stays 0 in entropies; exp() of it is 0 in float32 and bfloat16
 _ATTR = "_rlvr_vision"
@@ -80,6 +83,13 @@ def own_positions(model) -> bool:
     return bool(family is not None and family.own_positions)
 
 
+def position_offset(model) -> int:
+    """What ``model`` adds to the batch's positions (0-based, counting real tokens): 1 for PaliGemma, whose
+    positions count from 1 (as its ``generate`` computes them), 0 otherwise."""
+    family = family_of(model)
+    return int(family.position_offset) if family is not None else 0
+
+
 def attach_vision(tokenizer, processor: VisionProcessor | None):
     """``tokenizer`` carrying ``processor``: what every prompt encoder reads images with."""
     setattr(tokenizer, _ATTR, processor)
@@ -99,13 +109,21 @@ def save_tokenizer(tokenizer, directory: str | Path) -> None:
         vp.save(directory)
 
 
-def vision_forward_kwargs(model, input_ids: torch.Tensor, vision) -> dict:
+def vision_forward_kwargs(model, input_ids: torch.Tensor, vision, completion_start=None) -> dict:
     """The extra keyword arguments a VLM's trunk (or ``generate``) needs for ``vision`` (a
     :class:`~rlvr.core.vision.BatchVision` or :class:`~rlvr.core.vision.VisionInputs`), in the family's
     layout (Qwen2-VL: patches, grids and image-token types; Gemma 3: pixels and token types; Idefics3: tiles
-    and their pixel mask); empty without images."""
-    if vision is None:
-        return {}
-    if image_token_id(model) is None:
-        raise ValueError("the batch has images but the model is text-only")
-    return family_of(model).forward_kwargs(model.config, input_ids, vision)
+    and their pixel mask); empty without images.
+
+    A prefix-LM family (PaliGemma) also gets, with images or without, the token types that make the prompt
+    its bidirectional prefix and the completion its causal suffix: ``completion_start`` is the column where
+    the completion begins (an int for every row, or one per row; ``None``: the whole input is the prompt)."""
+    family = family_of(model)
+    extra = {}
+    if vision is not None:
+        if family is None:
+            raise ValueError("the batch has images but the model is text-only")
+        extra = family.forward_kwargs(model.config, input_ids, vision)
+    if family is not None and family.prefix_lm:
+        extra.update(family.prefix_kwargs(model.config, input_ids, completion_start))
+    return extra

@@ -114,6 +114,8 @@ class VisionProcessor:
 
     family = "?"
     own_positions = False  # True: the model computes its positions itself (Qwen2-VL's M-RoPE)
+    position_offset = 0  # added to the batch's positions (PaliGemma counts them from 1)
+    prefix_lm = False  # True: the prompt is a bidirectional prefix, the completion causal (PaliGemma)
 
     def __init__(self, image_processor, tokenizer, config):
         self.image_processor, self.tokenizer, self.config = image_processor, tokenizer, config
@@ -140,10 +142,21 @@ class VisionProcessor:
         """The expansion of an image of this size, or None when only processing its pixels can tell."""
         return None
 
+    def expansions_for_sizes(self, sizes: list[tuple[int, int]]) -> list[str | None]:
+        """The expansions of one prompt's images of these ``(width, height)`` sizes (LLaVA-OneVision's depend
+        on how many images the prompt holds)."""
+        return [self.expansion_for_size(w, h) for w, h in sizes]
+
     @staticmethod
     def forward_kwargs(config, input_ids, vision) -> dict:
         """The model's (or its trunk's, or ``generate``'s) keyword arguments for ``vision`` over ``input_ids``."""
         raise NotImplementedError
+
+    @staticmethod
+    def prefix_kwargs(config, input_ids, completion_start) -> dict:
+        """For a :attr:`prefix_lm` family, the keyword arguments that mark the prompt as the bidirectional
+        prefix and the completion (from column ``completion_start`` of each row on) as the causal suffix."""
+        return {}
 
     @staticmethod
     def config_suppressed(config) -> list[int]:
@@ -202,7 +215,7 @@ class VisionProcessor:
         """The length of :meth:`encode`'s ids, from the images' sizes alone where the family can tell."""
         if not images:
             return len(self.encode(prompt, images, chat_template)[0])
-        expansions = [self.expansion_for_size(*image_size(im)) for im in images]
+        expansions = self.expansions_for_sizes([image_size(im) for im in images])
         if any(e is None for e in expansions):
             return len(self.encode(prompt, images, chat_template)[0])
         text, special = self.render_text(prompt, len(images), chat_template)

@@ -1,7 +1,8 @@
-"""The Qwen2-VL family (``qwen2_vl``, ``qwen2_5_vl``): image prompts as ``Qwen2VLProcessor`` writes them.
+"""The Qwen2-VL family (``qwen2_vl``, ``qwen2_5_vl``, ``qwen3_vl``, ``qwen3_vl_moe``): image prompts as
+``Qwen2VLProcessor`` and ``Qwen3VLProcessor`` write them (one image rule).
 
-transformers' ``Qwen2VLProcessor`` will not build without ``torchvision`` (it insists on a video
-processor), so rlvr reproduces it from the image processor (PIL backend) and the tokenizer:
+transformers' processors of the family will not build without ``torchvision`` (they insist on a video
+processor), so rlvr reproduces them from the image processor (PIL backend) and the tokenizer:
 
 1. the prompt is rendered with one ``<|vision_start|><|image_pad|><|vision_end|>`` per image: a text
    prompt's ``<image>`` markers (images without a marker open the prompt), or a chat prompt's
@@ -13,6 +14,11 @@ processor), so rlvr reproduces it from the image processor (PIL backend) and the
 
 The model computes its multimodal rotary positions (M-RoPE) itself from the grids and the image-token types
 (``mm_token_type_ids``), so a forward with images leaves the positions to it.
+
+Qwen3-VL (and its mixture-of-experts variant) reads images through Qwen2-VL's image processor, usually with
+16-pixel patches (``patch_size`` in ``preprocessor_config.json``) and the same ``t * h * w / merge**2`` rule;
+its forward takes the same three arguments (its DeepStack features, vision-tower states added to the first
+decoder layers at the image tokens, are computed inside the model) and requires ``mm_token_type_ids``.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from rlvr.models.vlm_base import IMAGE_MARKER, ImageError, VisionProcessor, imag
 __all__ = ["QwenVLVision"]
 
 
-@register_family("qwen2_vl", "qwen2_5_vl")
+@register_family("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 class QwenVLVision(VisionProcessor):
     """Encodes a prompt with images into token ids and :class:`VisionInputs` for a Qwen2-VL-family model."""
 

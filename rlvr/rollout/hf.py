@@ -132,7 +132,9 @@ class HFEngine:
                                        1.0 if sampling.greedy else sampling.top_p, width, self.suppress)
             eos = self.eos_id if not stop_ids else [self.eos_id, *stop_ids]
             vision = BatchVision.from_rows([r.vision for r in rows])
-            images = vision_forward_kwargs(self.model, input_ids, vision.to(device) if vision is not None else None)
+            starts = torch.tensor([width - len(r.req.prefix_ids) for r in rows])  # a continued prefix is completion
+            images = vision_forward_kwargs(self.model, input_ids, vision.to(device) if vision is not None else None,
+                                           completion_start=starts)
             new = self.model.generate(input_ids=input_ids.to(device), attention_mask=attn.to(device),
                                       **{k: v.to(device) for k, v in images.items()},
                                       do_sample=not sampling.greedy, max_new_tokens=max_new,

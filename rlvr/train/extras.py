@@ -37,7 +37,7 @@ import torch
 from rlvr.algorithms.registry import EXTRAS
 from rlvr.core.batch import RolloutBatch, build_batch
 from rlvr.core.types import Completion, Example
-from rlvr.models.logprobs import output_head, trunk_hidden
+from rlvr.models.logprobs import capped, logit_softcap, output_head, trunk_hidden
 
 __all__ = ["compute_extras", "token_statistics", "teacher_completions", "rejected_answer", "segment_ends",
            "SEGMENT_DELIMITERS"]
@@ -46,9 +46,9 @@ _STATS = ("entropy", "self_certainty", "chosen_logit", "hidden")
 
 
 def capped_logits(head, hidden: torch.Tensor, softcap: float | None) -> torch.Tensor:
-    """Float32 logits of ``hidden``, after the model's final-logit soft-capping when it has one (Gemma 2)."""
-    z = head(hidden).float()
-    return torch.tanh(z / softcap) * softcap if softcap else z
+    """Float32 logits of ``hidden``, after the model's final-logit soft-capping when it has one (Gemma 2,
+    PaliGemma 2), with a suppressing head's tokens suppressed after the cap (:func:`rlvr.models.logprobs.capped`)."""
+    return capped(head, hidden, softcap)
 
 
 @torch.no_grad()
@@ -62,7 +62,7 @@ def token_statistics(model, batch: RolloutBatch, temperature: float, micro_batch
     out = {k: torch.zeros(n, t) for k in wanted if k != "hidden"}
     trunk = getattr(model, model.base_model_prefix)
     head = output_head(model)
-    softcap = getattr(model.config, "final_logit_softcapping", None)
+    softcap = logit_softcap(model)
     for idx in batch.micro_batch_rows(micro_batch_size, max_tokens=max_tokens):
         mb = batch.select(idx).trim()
         def amp():
@@ -184,7 +184,7 @@ def teacher_kl(model, batch: RolloutBatch, teacher: RolloutBatch, temperature: f
     out = torch.zeros(n, t)
     trunk = getattr(model, model.base_model_prefix)
     head = output_head(model)
-    softcap = getattr(model.config, "final_logit_softcapping", None)
+    softcap = logit_softcap(model)
 
     def positions(mb):
         h = trunk_hidden(trunk, mb)
