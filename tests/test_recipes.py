@@ -46,8 +46,8 @@ def _recipe_overrides(name: str, tmp_path) -> list[str]:
     own = load_recipe(name).get("task", {})
     if set(own) - {"name"}:
         # PRISM's discriminator compares responses with the tiny task's answers as they are (no format)
-        spans = (["algorithm.discriminator.format=null", "algorithm.discriminator.perception_tag=null"]
-                 if name == "prism" else [])
+        spans = (["algorithm.discriminator.format=null", "algorithm.discriminator.perception_tag=null",
+                  "algorithm.advantage_transforms.0.warmup=0"] if name == "prism" else [])  # two steps: no warm-up
         return [f"task={sub[:-1]}{', faithfulness: true' if own.get('faithfulness') else ''}}}", *spans]
     return list(BINARY)
 

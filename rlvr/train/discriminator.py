@@ -10,9 +10,10 @@ black-box, response-level adversarial game: the discriminator never sees teacher
 **Spans.** A response is well-formed when it matches ``format`` in full (the reference's
 ``<caption>...</caption><think>...</think><answer>...</answer>``). Its *perception span* is the response up to
 and including ``</perception_tag>`` (the caption: what the model says it sees), its *reasoning span* the rest
-(think and answer). In tokens, the perception span is the shortest prefix of the completion whose decoded
-text holds the closing tag (found by bisection: O(log T) decodes). A demonstration is split the same way by
-its text and each span tokenised on its own.
+(think and answer). Both spans are cut from the response's *text* and tokenised on their own, for the
+policy's responses exactly as for the demonstrations: the discriminator judges text, never how it was
+tokenised or that a sampled response ends in EOS (a cue that, left in, let it tell every sampled response from
+every demonstration without reading them, and gave the policy no signal).
 
 **Scores.** The perception expert scores prompt + perception span, the reasoning expert prompt + reasoning
 span (the caption is not in the reasoning expert's input, as in the reference), each from the hidden state of
@@ -55,7 +56,7 @@ from rlvr.core.types import Completion, Example
 from rlvr.models.logprobs import trunk_hidden
 from rlvr.models.lora import has_lora
 
-__all__ = ["Discriminator", "build_discriminator", "split_text", "perception_cut", "pairwise_loss", "read_demos"]
+__all__ = ["Discriminator", "build_discriminator", "split_text", "pairwise_loss", "read_demos"]
 
 EXPERTS = ("perception", "reasoning")
 
@@ -73,28 +74,6 @@ def split_text(text: str, fmt: re.Pattern | None, tag: str | None) -> tuple[str,
         return None
     cut = at + len(close)
     return (text[:cut], text[cut:]) if text[cut:].strip() else None
-
-
-def perception_cut(tokenizer, ids: Sequence[int], tag: str | None) -> int | None:
-    """The length of the shortest token prefix whose decoded text holds ``</tag>`` (None if none does; 0
-    without a tag). Bisection: holding the tag is monotone in the prefix length."""
-    if tag is None:
-        return 0
-    close = f"</{tag}>"
-
-    def has(k: int) -> bool:
-        return close in tokenizer.decode(list(ids[:k]), skip_special_tokens=True)
-
-    if not ids or not has(len(ids)):
-        return None
-    lo, hi = 1, len(ids)  # has(hi) holds
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if has(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def pairwise_loss(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
@@ -143,7 +122,7 @@ class Discriminator:
         self.net = torch.nn.ModuleDict({"trunk": trunk, "heads": torch.nn.ModuleDict(heads).to(dtype)}).to(device)
         self.net.requires_grad_(True)
         self.optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=0.0)
-        self._memo: list[tuple[Completion, Example, int | None]] | None = None
+        self._memo: list[tuple[Completion, Example, dict | None]] | None = None
 
     # ---- scoring -------------------------------------------------------------------------------------
     def _scores(self, expert: str, rows: list[Completion]) -> torch.Tensor:
@@ -158,41 +137,33 @@ class Discriminator:
             out.append(v.clamp(-self.cfg.score_clip, self.cfg.score_clip) if self.cfg.score_clip else v)
         return torch.cat(out)
 
-    def _student_spans(self, comp: Completion, cut: int) -> dict[str, list[int]]:
-        ids = list(comp.completion_ids)
-        return {"perception": ids[:cut], "reasoning": ids[cut:]}
-
-    def _teacher_spans(self, example: Example) -> dict[str, list[int]] | None:
-        text = self.demos.get(example.id) if self.demos is not None else example.sft_target
+    def spans(self, text: str | None) -> dict[str, list[int]] | None:
+        """The token ids of a response's perception and reasoning spans (None when it is malformed)."""
         parts = None if text is None else split_text(text, self.fmt, self.cfg.perception_tag)
         if parts is None:
             return None
         enc = [self.tok(x, add_special_tokens=False)["input_ids"] for x in parts]
         return {"perception": enc[0], "reasoning": enc[1]} if enc[1] else None
 
-    def _cut(self, comp: Completion) -> int | None:
-        """The perception span's token length, or None for a malformed response."""
-        if split_text(comp.text, self.fmt, self.cfg.perception_tag) is None:
-            return None
-        cut = perception_cut(self.tok, comp.completion_ids, self.cfg.perception_tag)
-        return cut if cut is not None and cut < len(comp.completion_ids) else None
+    def _teacher_spans(self, example: Example) -> dict[str, list[int]] | None:
+        return self.spans(self.demos.get(example.id) if self.demos is not None else example.sft_target)
 
     @torch.no_grad()
     def extras(self, completions: Sequence[Completion], examples: Sequence[Example]) -> dict[str, torch.Tensor]:
         """The extras ``disc_perception``, ``disc_reasoning``, ``disc_format`` ``[N]`` (scores 0 where malformed);
         the rows are kept for :meth:`update`."""
-        cuts = [self._cut(c) for c in completions]
-        valid = [i for i, k in enumerate(cuts) if k is not None]
+        parts = [self.spans(c.text) for c in completions]  # each response's spans (None: malformed)
+        valid = [i for i, k in enumerate(parts) if k is not None]
         n = len(completions)
         out = {"disc_perception": torch.zeros(n), "disc_reasoning": torch.zeros(n),
-               "disc_format": torch.tensor([float(k is not None) for k in cuts])}
+               "disc_format": torch.tensor([float(k is not None) for k in parts])}
         was = self.net.training
         self.net.eval()
         try:
             for e in self.experts:
                 # each distinct (prompt, images, span) is scored once: identical responses of a group get identical
                 # scores, so their group spread is exactly 0, not float noise that GN would blow up to +-1
-                spans = {i: self._student_spans(completions[i], cuts[i])[e] for i in valid}
+                spans = {i: parts[i][e] for i in valid}
                 keys = {i: (tuple(completions[i].prompt_ids), id(completions[i].vision), tuple(spans[i]))
                         for i in valid}
                 reps: dict[tuple, int] = {}
@@ -204,7 +175,7 @@ class Discriminator:
                     out[f"disc_{e}"][valid] = scores[[slot[keys[i]] for i in valid]]
         finally:
             self.net.train(was)
-        self._memo = list(zip(completions, examples, cuts))
+        self._memo = list(zip(completions, examples, parts))
         return out
 
     # ---- training ------------------------------------------------------------------------------------
@@ -215,10 +186,10 @@ class Discriminator:
         if memo is None:
             return {}
         pairs = []
-        for comp, ex, cut in memo:
-            teacher = self._teacher_spans(ex) if cut is not None else None
+        for comp, ex, student in memo:
+            teacher = self._teacher_spans(ex) if student is not None else None
             if teacher is not None:
-                pairs.append((comp, self._student_spans(comp, cut), teacher))
+                pairs.append((comp, student, teacher))
         if not pairs:
             return {"discriminator/pairs": 0.0}
         self.net.train()

@@ -1,6 +1,6 @@
 """PRISM (rlvr/algorithms/transforms/prism.py, rlvr/train/discriminator.py): the alignment advantage by hand and
-against a transcription of the reference's per-row loops, the stage switch, span splitting against a naive
-scan, the Bradley-Terry loss by hand, the discriminator learning to separate demonstrations, the recipe's
+against a transcription of the reference's per-row loops, the stage switch and the warm-up, span splitting,
+responses judged by their text, the Bradley-Terry loss by hand, the discriminator learning to separate demonstrations, the recipe's
 task format, training and resuming with the discriminator, and config errors."""
 
 import json
@@ -18,12 +18,13 @@ from rlvr.config import ConfigError, load_config
 from rlvr.config_sections import PRISM_FORMAT, DiscriminatorConfig
 from rlvr.core.types import Completion, Example
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.train.discriminator import Discriminator, pairwise_loss, perception_cut, read_demos, split_text
+from rlvr.train.discriminator import Discriminator, pairwise_loss, read_demos, split_text
 from tests.methods.helpers import run_recipe_steps, tiny_overrides
 from tests.methods.seed_support import BINARY, train_and_resume
 
 FMT = re.compile(PRISM_FORMAT, re.DOTALL)
-PLAIN = ["algorithm.discriminator.format=null", "algorithm.discriminator.perception_tag=null"]
+PLAIN = ["algorithm.discriminator.format=null", "algorithm.discriminator.perception_tag=null",
+         "algorithm.advantage_transforms.0.warmup=0"]
 
 
 def _task(path) -> str:
@@ -126,6 +127,25 @@ def test_the_transform_equals_the_reference_loops_on_ragged_groups(seed, mode):
     assert metrics["format_valid"] == pytest.approx(sum(ok) / n)
 
 
+@pytest.mark.parametrize("mode", ["replace", "gated"])
+def test_during_the_warm_up_the_policy_waits_while_the_discriminator_learns(mode):
+    n, t = 4, 3
+    mask = torch.ones(n, t)
+    a_v = torch.tensor([[1.0], [-1.0], [0.5], [-0.5]]) * mask
+    inp = lambda step: TransformInputs(torch.zeros(n), torch.zeros(n, dtype=torch.long), mask, a_v,  # noqa: E731
+                                       {"correct": torch.tensor([1.0, 0.0, 1.0, 0.0])},
+                                       {"disc_perception": torch.tensor([3.0, 1.0, 2.0, 0.0]),
+                                        "disc_reasoning": torch.tensor([1.0, 2.0, 3.0, 0.0]),
+                                        "disc_format": torch.tensor([1.0, 1.0, 1.0, 0.0])}, step, 10)
+    p = PRISMParams(mode=mode, warmup=2, steps=5)
+    adv, m = prism_align(inp(1), p)
+    assert torch.equal(adv, torch.zeros_like(a_v) if mode == "replace" else a_v) and m["warmup"] == 1.0
+    adv, m = prism_align(inp(2), p)
+    assert not torch.equal(adv, torch.zeros_like(a_v)) and m["warmup"] == 0.0
+    with pytest.raises(ValueError, match="warmup"):
+        PRISMParams(warmup=5, steps=5)
+
+
 def test_the_transform_is_active_only_during_the_alignment_stage():
     entry = ADVANTAGE_TRANSFORMS.get("prism")
     assert entry.active(PRISMParams(steps=3), 2) and not entry.active(PRISMParams(steps=3), 3)
@@ -160,19 +180,18 @@ def test_split_without_format_or_tag():
     assert split_text("<c>x</c>y", None, "c") == ("<c>x</c>", "y")
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_perception_cut_equals_a_naive_scan(seed):
-    rng = random.Random(seed)
-    tok = char_tokenizer()
-    body = "".join(rng.choice("ab</>caption ") for _ in range(rng.randint(0, 30)))
-    if rng.random() < 0.7:
-        at = rng.randint(0, len(body))
-        body = body[:at] + "</caption>" + body[at:]
-    ids = tok(body, add_special_tokens=False)["input_ids"]
-    naive = next((k for k in range(1, len(ids) + 1)
-                  if "</caption>" in tok.decode(ids[:k], skip_special_tokens=True)), None)
-    assert perception_cut(tok, ids, "caption") == naive
-    assert perception_cut(tok, ids, None) == 0
+def test_a_sampled_response_is_judged_by_its_text_not_its_tokens_or_eos():
+    tok, d = _disc()
+    ids = tok(DEMO, add_special_tokens=False)["input_ids"]
+    p = tok("q:", add_special_tokens=False)["input_ids"]
+    plain = Completion("e0", p, ids, None, "stop", DEMO)
+    with_eos = Completion("e1", p, ids + [tok.eos_token_id], None, "stop", DEMO)  # as the engines return it
+    ex = [Example("e", "q:", "2", target=DEMO)] * 2
+    out = d.extras([plain, with_eos], ex)
+    assert out["disc_reasoning"][0] == out["disc_reasoning"][1]
+    assert out["disc_perception"][0] == out["disc_perception"][1]
+    # and the demonstration itself is the same input: the discriminator cannot tell it from an exact copy
+    assert d.spans(DEMO) == d._teacher_spans(ex[0])
 
 
 # ---- the discriminator ------------------------------------------------------------------------------------
