@@ -148,7 +148,10 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
     for name, v in metrics.items():
         meter.tokens(name, v, mask)
     if micro.behaviour_logp is not None:  # engine vs trainer log-prob mismatch, reported always
-        meter.tokens("logp_mismatch", (logp.detach() - micro.behaviour_logp).abs(), mask)
+        # against the trainer's log-probs before this step's updates: the recomputed old log-probs when there are
+        # some, so later minibatches do not count the policy's own movement within the step as mismatch
+        trainer = micro.old_logp if micro.old_logp is not None and alg.old_logp == "recompute" else logp.detach()
+        meter.tokens("logp_mismatch", (trainer - micro.behaviour_logp).abs(), mask)
     return loss
 
 
