@@ -41,6 +41,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rlvr.algorithms.grouping import group_constant, group_mean, group_sizes, group_std
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.lazy import torch
 from rlvr.registry import Params
@@ -71,16 +72,12 @@ class PRISMParams(Params):
 
 
 def group_normalize(x: torch.Tensor, group: torch.Tensor, eps: float) -> torch.Tensor:
-    """``(x - mean_g) / (std_g + eps)`` per group (unbiased std); a group of one keeps its value (mean 0, std 1)."""
-    out = torch.empty_like(x)
-    for g in torch.unique(group):
-        rows = group == g
-        v = x[rows]
-        if v.numel() == 1:
-            out[rows] = v / (1.0 + eps)
-        else:
-            out[rows] = (v - v.mean()) / (v.std() + eps)
-    return out
+    """``(x - mean_g) / (std_g + eps)`` per group (unbiased std, float64); a group of one keeps its value (mean 0,
+    std 1, as the reference has it); a constant group is exactly 0."""
+    x = x.to(torch.float64)
+    single = group_sizes(group) == 1
+    dev = torch.where(group_constant(x, group), torch.zeros_like(x), x - group_mean(x, group))
+    return torch.where(single, x, dev) / (torch.where(single, torch.ones_like(x), group_std(x, group)) + eps)
 
 
 def _below_valid(x: torch.Tensor, invalid: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
