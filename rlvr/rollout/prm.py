@@ -19,13 +19,12 @@ It is saved in checkpoints (``prm/``) and read back by ``rlvr eval --search prm`
 from __future__ import annotations
 
 import copy
-import json
 import random
 from pathlib import Path
 from typing import Sequence
 
 from rlvr.core.batch import build_batch
-from rlvr.core.optim_state import flatten_optimizer, unflatten_optimizer
+from rlvr.core.optim_state import load_trained, save_trained, trained_meta
 from rlvr.core.types import Completion
 from rlvr.lazy import F, no_grad, torch
 from rlvr.models.logprobs import trunk_hidden
@@ -102,28 +101,16 @@ class ProcessRewardModel:
 
     def save(self, folder: str | Path) -> None:
         """``folder/prm/``: the weights, the optimizer state and the settings (safetensors and JSON)."""
-        from safetensors.torch import save_file
-
         out = Path(folder) / PRM_DIR
         out.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()},
-                  str(out / "prm.safetensors"))
-        tensors, meta = flatten_optimizer(self.optimizer)
-        save_file(tensors, str(out / "prm_optimizer.safetensors"))
-        (out / "prm.json").write_text(json.dumps({"optimizer": meta, "lr": self.lr, "batch_size": self.batch_size,
-                                                  "epochs": self.epochs}))
+        save_trained(out, "prm", self.net, self.optimizer, lr=self.lr, batch_size=self.batch_size, epochs=self.epochs)
 
     def load(self, folder: str | Path, optimizer: bool = True) -> None:
         """Read what :meth:`save` wrote into ``folder`` (a checkpoint, or its ``prm/``)."""
-        from safetensors.torch import load_file
-
         src = Path(folder)
         src = src if (src / "prm.safetensors").is_file() else src / PRM_DIR
-        if not (src / "prm.safetensors").is_file():
+        meta = trained_meta(src, "prm")
+        if meta is None:
             raise FileNotFoundError(f"{folder} holds no process reward model ({PRM_DIR}/prm.safetensors): it was "
                                     "written by a run without rollout.strategy propa's prm")
-        self.net.load_state_dict(load_file(str(src / "prm.safetensors")))
-        if optimizer:
-            meta = json.loads((src / "prm.json").read_text())
-            self.optimizer.load_state_dict(unflatten_optimizer(load_file(str(src / "prm_optimizer.safetensors")),
-                                                               meta["optimizer"]))
+        load_trained(src, "prm", self.net, self.optimizer if optimizer else None, meta)

@@ -28,19 +28,17 @@ value_mean, return_mean, explained_variance, clip_frac, grad_norm}``.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from rlvr.algorithms.advantages.gae import gae, token_rewards
 from rlvr.config import algorithm_needs
 from rlvr.core.batch import RolloutBatch
+from rlvr.core.optim_state import load_trained, save_trained, trained_meta
 from rlvr.models.logprobs import trunk_hidden
 from rlvr.models.lora import has_lora
-from rlvr.train.checkpoint import _flatten_optimizer, _unflatten_optimizer
 
 __all__ = ["Critic", "build_critic", "value_loss"]
 
@@ -167,24 +165,16 @@ class Critic:
                 "critic/grad_norm": sums["norm"] / steps}
 
     def save(self, folder: str | Path) -> None:
-        folder = Path(folder)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.net.state_dict().items()},
-                  str(folder / "critic.safetensors"))
-        tensors, meta = _flatten_optimizer(self.optimizer)
-        save_file(tensors, str(folder / "critic_optimizer.safetensors"))
-        (folder / "critic.json").write_text(json.dumps({"heads": self.cfg.heads, "optimizer": meta}))
+        save_trained(folder, "critic", self.net, self.optimizer, heads=self.cfg.heads)
 
     def load(self, folder: str | Path) -> None:
-        folder = Path(folder)
-        if not (folder / "critic.safetensors").is_file():
+        meta = trained_meta(folder, "critic")
+        if meta is None:
             raise ValueError(f"{folder} holds no critic (critic.safetensors): it was written by a run without "
                              f"algorithm.critic")
-        meta = json.loads((folder / "critic.json").read_text())
         if meta["heads"] != self.cfg.heads:
             raise ValueError(f"{folder}: the critic has {meta['heads']} heads, the config asks for {self.cfg.heads}")
-        self.net.load_state_dict(load_file(str(folder / "critic.safetensors")))
-        self.optimizer.load_state_dict(_unflatten_optimizer(load_file(str(folder / "critic_optimizer.safetensors")),
-                                                            meta["optimizer"]))
+        load_trained(folder, "critic", self.net, self.optimizer, meta)
         self._memo = None
 
 

@@ -41,17 +41,15 @@ Checkpoints hold ``discriminator.safetensors``, ``discriminator_optimizer.safete
 from __future__ import annotations
 
 import copy
-import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from rlvr.core.batch import build_batch
 from rlvr.core.jsonl import iter_jsonl
-from rlvr.core.optim_state import flatten_optimizer, unflatten_optimizer
+from rlvr.core.optim_state import load_trained, save_trained, trained_meta
 from rlvr.core.types import Completion, Example
 from rlvr.models.logprobs import trunk_hidden
 from rlvr.models.lora import has_lora
@@ -224,25 +222,17 @@ class Discriminator:
 
     # ---- checkpoints ---------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> None:
-        folder = Path(folder)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.net.state_dict().items()},
-                  str(folder / "discriminator.safetensors"))
-        tensors, meta = flatten_optimizer(self.optimizer)
-        save_file(tensors, str(folder / "discriminator_optimizer.safetensors"))
-        (folder / "discriminator.json").write_text(json.dumps({"experts": list(self.experts), "optimizer": meta}))
+        save_trained(folder, "discriminator", self.net, self.optimizer, experts=list(self.experts))
 
     def load(self, folder: str | Path) -> None:
-        folder = Path(folder)
-        if not (folder / "discriminator.safetensors").is_file():
+        meta = trained_meta(folder, "discriminator")
+        if meta is None:
             raise ValueError(f"{folder} holds no discriminator (discriminator.safetensors): it was written by a run "
                              "without algorithm.discriminator")
-        meta = json.loads((folder / "discriminator.json").read_text())
         if tuple(meta["experts"]) != self.experts:
             raise ValueError(f"{folder}: the discriminator has experts {meta['experts']}, the config asks for "
                              f"{list(self.experts)}")
-        self.net.load_state_dict(load_file(str(folder / "discriminator.safetensors")))
-        self.optimizer.load_state_dict(unflatten_optimizer(
-            load_file(str(folder / "discriminator_optimizer.safetensors")), meta["optimizer"]))
+        load_trained(folder, "discriminator", self.net, self.optimizer, meta)
         self._memo = None
 
 
