@@ -28,7 +28,22 @@ from rlvr.lazy import torch
 __all__ = ["VisionInputs", "BatchVision"]
 
 
-class VisionInputs:
+class _NamedTensors:
+    """``pixel_values`` and ``image_grid_thw`` of a ``tensors`` dict as attributes (the Qwen2-VL names the
+    Qwen2-VL and vLLM code reads)."""
+
+    __slots__ = ()
+
+    @property
+    def pixel_values(self) -> torch.Tensor:
+        return self.tensors["pixel_values"]
+
+    @property
+    def image_grid_thw(self) -> torch.Tensor | None:
+        return self.tensors.get("image_grid_thw")
+
+
+class VisionInputs(_NamedTensors):
     """One prompt's images as the model's vision tower reads them: named tensors and the image count.
 
     ``VisionInputs(pixel_values, image_grid_thw)`` is the Qwen2-VL layout; any other family passes
@@ -61,14 +76,6 @@ class VisionInputs:
         self.tensors, self.num_images = tensors, int(num_images)
 
     @property
-    def pixel_values(self) -> torch.Tensor:
-        return self.tensors["pixel_values"]
-
-    @property
-    def image_grid_thw(self) -> torch.Tensor | None:
-        return self.tensors.get("image_grid_thw")
-
-    @property
     def num_patches(self) -> int:
         """Entries of ``pixel_values``: patches (Qwen2-VL), images (LLaVA, Gemma 3) or tiles (Idefics3)."""
         return int(self.pixel_values.shape[0])
@@ -85,7 +92,7 @@ def _ranges(starts: torch.Tensor, counts: torch.Tensor, idx: list[int]) -> torch
 
 
 @dataclass(frozen=True, eq=False)
-class BatchVision:
+class BatchVision(_NamedTensors):
     """The images of a batch's rows: each named tensor concatenated along dim 0 in row order."""
 
     tensors: dict  # name -> [sum of rows' entries, ...]
@@ -116,14 +123,6 @@ class BatchVision:
     @property
     def num_rows(self) -> int:
         return int(self.row_images.shape[0])
-
-    @property
-    def pixel_values(self) -> torch.Tensor:
-        return self.tensors["pixel_values"]
-
-    @property
-    def image_grid_thw(self) -> torch.Tensor | None:
-        return self.tensors.get("image_grid_thw")
 
     @property
     def row_patches(self) -> torch.Tensor:

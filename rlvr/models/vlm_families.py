@@ -99,9 +99,9 @@ class LlavaNextVision(LlavaVision):
             raise ValueError("the image processor's image_grid_pinpoints differ from the model config's")
         self.tile = int(config.vision_config.image_size)
 
-    def features(self, orig_height: int, orig_width: int, height: int, width: int) -> int:
-        """``LlavaNextProcessor._get_number_of_features`` (minus the dropped CLS): the base view's features,
-        then the patch grid's, unpadded to the image's aspect ratio, with one newline feature per row."""
+    def unpadded_grid(self, orig_height: int, orig_width: int, height: int, width: int) -> tuple[int, int, int, int]:
+        """``(rows, cols)`` of the feature grid of the best grid resolution for the image, unpadded to its aspect
+        ratio, and ``(ph, pw)``, the features per side of one tile: as the processor counts them."""
         from transformers.image_processing_utils import select_best_resolution
 
         best_h, best_w = select_best_resolution([orig_height, orig_width], self.pinpoints)
@@ -111,6 +111,12 @@ class LlavaNextVision(LlavaVision):
             cur_h -= (cur_h - int(round(orig_height * (cur_w / orig_width), 7))) // 2 * 2
         else:
             cur_w -= (cur_w - int(round(orig_width * (cur_h / orig_height), 7))) // 2 * 2
+        return cur_h, cur_w, ph, pw
+
+    def features(self, orig_height: int, orig_width: int, height: int, width: int) -> int:
+        """``LlavaNextProcessor._get_number_of_features`` (minus the dropped CLS): the base view's features,
+        then the patch grid's, unpadded to the image's aspect ratio, with one newline feature per row."""
+        cur_h, cur_w, ph, pw = self.unpadded_grid(orig_height, orig_width, height, width)
         return cur_h * cur_w + cur_h + ph * pw + self.extra
 
     def process(self, images: list) -> tuple[VisionInputs, list[str]]:

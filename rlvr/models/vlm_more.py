@@ -97,15 +97,7 @@ class LlavaOnevisionVision(LlavaNextVision):
     def features(self, orig_height: int, orig_width: int, height: int, width: int) -> int:
         """``LlavaOnevisionProcessor._get_number_of_features`` (with the model's feature selection): the base
         view's features, then the grid's, unpadded and pooled, with one newline feature per row."""
-        from transformers.image_processing_utils import select_best_resolution
-
-        best_h, best_w = select_best_resolution([orig_height, orig_width], self.pinpoints)
-        ph, pw = height // self.patch, width // self.patch
-        cur_h, cur_w = ph * (best_h // height), pw * (best_w // width)
-        if orig_width / orig_height > cur_w / cur_h:
-            cur_h -= (cur_h - int(round(orig_height * (cur_w / orig_width), 7))) // 2 * 2
-        else:
-            cur_w -= (cur_w - int(round(orig_width * (cur_h / orig_height), 7))) // 2 * 2
+        cur_h, cur_w, ph, pw = self.unpadded_grid(orig_height, orig_width, height, width)
         grid, rows = cur_h * cur_w, cur_h
         ratio = math.sqrt(cur_h * cur_w / (self.max_patches * ph ** 2))
         if ratio > 1.1:
