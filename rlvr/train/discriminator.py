@@ -121,6 +121,7 @@ class Discriminator:
         self.net.requires_grad_(True)
         self.optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=0.0)
         self._memo: list[tuple[Completion, Example, dict | None]] | None = None
+        self._demo_spans: dict[str, dict[str, list[int]] | None] = {}  # example id -> its demonstration's spans
 
     # ---- scoring -------------------------------------------------------------------------------------
     def _scores(self, expert: str, rows: list[Completion]) -> torch.Tensor:
@@ -144,7 +145,11 @@ class Discriminator:
         return {"perception": enc[0], "reasoning": enc[1]} if enc[1] else None
 
     def _teacher_spans(self, example: Example) -> dict[str, list[int]] | None:
-        return self.spans(self.demos.get(example.id) if self.demos is not None else example.sft_target)
+        """The example's demonstration's spans, tokenised once per example."""
+        if example.id not in self._demo_spans:
+            self._demo_spans[example.id] = self.spans(self.demos.get(example.id) if self.demos is not None
+                                                      else example.sft_target)
+        return self._demo_spans[example.id]
 
     @torch.no_grad()
     def extras(self, completions: Sequence[Completion], examples: Sequence[Example]) -> dict[str, torch.Tensor]:

@@ -202,6 +202,7 @@ def test_pairwise_loss_by_hand():
 
 
 def _disc(lr=1e-3, **kw):
+    torch.manual_seed(0)  # the expert heads' initialisation draws from the global generator
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), tok,
                              seed=0)
@@ -250,14 +251,14 @@ def test_scores_loss_and_the_malformed_rows():
 
 
 def test_the_discriminator_learns_to_rank_demonstrations_first():
-    tok, d = _disc(lr=3e-3)
+    tok, d = _disc(lr=1e-3)
     students = ["<caption>1 blue</caption><think>1 shapes</think><answer>1</answer>",  # both spans differ
                 "<caption>2 rod</caption><think>2 things</think><answer>2</answer>",
                 "<caption>3 red</caption><think>3 shapes</think><answer>5</answer>"]
     comps = _rows(tok, students)
     examples = [Example(c.example_id, "q:", "2", target=DEMO) for c in comps]
     accs = []
-    for _ in range(40):
+    for _ in range(60):
         d.extras(comps, examples)
         accs.append(d.update()["discriminator/acc"])
     assert accs[-1] == 1.0 and accs[-1] > min(accs)
@@ -322,7 +323,7 @@ def test_the_recipe_trains_aligns_then_hands_over_and_resumes(tmp_path):
 @pytest.mark.parametrize("bad, match", [
     (["algorithm.discriminator.enabled=false"], "enabled=true"),
     (["algorithm.advantage_transforms=[]"], "no component reads"),
-    (["algorithm.discriminator.perception_tag=null"], "well-formed demonstration"),  # a caption format, no tag
+    ([], "well-formed demonstration"),  # the tiny task's answers are not in the recipe's caption format
 ])
 def test_bad_settings_are_refused_at_set_up(tmp_path, bad, match):
     with pytest.raises((ValueError, ConfigError), match=match):
