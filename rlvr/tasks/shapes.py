@@ -123,19 +123,22 @@ def _question(p: ShapesParams, layout, rng: random.Random) -> tuple[str, int]:
     return f"{color}?", sum(1 for _, c, _ in layout if c == color)
 
 
-def reasoning_target(p: ShapesParams, layout, question: str, answer: int) -> str:
-    """The ``faithfulness`` SFT target: per-colour counts, then the asked count, then the answer."""
+def _seen(p: ShapesParams, layout, question: str) -> tuple[list[str], str]:
+    """The shapes per colour present, in ``colors`` order ("2 red"), and what the question asks about."""
     counts = [f"{sum(1 for _, c, _ in layout if c == col)} {col}" for col in dict.fromkeys(p.colors)
               if any(c == col for _, c, _ in layout)]
-    asked = "shapes" if question == "shapes?" else question[:-1]
+    return counts, "shapes" if question == "shapes?" else question[:-1]
+
+
+def reasoning_target(p: ShapesParams, layout, question: str, answer: int) -> str:
+    """The ``faithfulness`` SFT target: per-colour counts, then the asked count, then the answer."""
+    counts, asked = _seen(p, layout, question)
     return f"<think>{','.join(counts)};{answer} {asked}</think>{answer}"
 
 
 def perception_target(p: ShapesParams, layout, question: str, answer: int) -> str:
     """The ``perception`` target: a caption of the shapes per colour, the asked count, the answer."""
-    counts = [f"{sum(1 for _, c, _ in layout if c == col)} {col}" for col in dict.fromkeys(p.colors)
-              if any(c == col for _, c, _ in layout)]
-    asked = "shapes" if question == "shapes?" else question[:-1]
+    counts, asked = _seen(p, layout, question)
     return f"<caption>{','.join(counts)}</caption><think>{answer} {asked}</think><answer>{answer}</answer>"
 
 
