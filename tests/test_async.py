@@ -68,6 +68,34 @@ def test_stale_behaviour_logprobs_are_the_snapshots_not_the_live_weights(jsonl_c
     assert any(k.startswith("is/") for k in m[1])  # the TIS correction weighed the stale samples
 
 
+def test_the_producers_engine_is_synced_to_every_snapshot(jsonl_cfg_overrides, tmp_path, monkeypatch):
+    """An engine holding weights of its own (Ray workers, vLLM) only sees a snapshot through sync_weights:
+    the producer must call it after each copy, with the snapshot's weights in place, once per version."""
+    from rlvr.rollout.hf import HFEngine
+    from rlvr.train.pipeline import AsyncRollouts
+
+    copied, synced = [], []
+    real_copy = AsyncRollouts._copy_weights
+
+    def checksum(model):
+        return id(model), float(sum(p.double().sum() for p in model.parameters()))
+
+    def copy_and_record(self):
+        real_copy(self)
+        copied.append(checksum(self.model))
+
+    def record_sync(self):  # the trainer's engine is synced too, after each step: told apart by the model
+        synced.append(checksum(self.model))
+
+    monkeypatch.setattr(AsyncRollouts, "_copy_weights", copy_and_record)
+    monkeypatch.setattr(HFEngine, "sync_weights", record_sync)
+    train(_cfg(jsonl_cfg_overrides, "train.checkpoint_every=0"))
+    assert len(copied) == 6 - 1  # versions 0 .. 4 generate steps 0 .. 5 (s = 1)
+    assert len({c[1] for c in copied}) >= 3  # the policy changed between snapshots
+    producer = copied[0][0]
+    assert [s for s in synced if s[0] == producer] == copied  # each snapshot pushed once, its weights in place
+
+
 def test_async_runs_are_reproducible_and_resume_exactly(jsonl_cfg_overrides, tmp_path):
     cfg = _cfg(jsonl_cfg_overrides)
     train(cfg)

@@ -12,7 +12,9 @@ veto). A checkpoint also starts a new stage.
 
 Asynchronous schedule. The producer collects step ``j``'s rollouts with a snapshot of the policy of
 version ``v(j) = max(first, j - s)`` (a version is the number of RL steps the trainer has finished) in a
-separate copy of the model, while the trainer updates earlier steps; so the generation of step ``k + 1``
+separate copy of the model (pushed to the producer's engine with its ``sync_weights``, so an engine on
+weights of its own, such as ``rollout.engine: ray``'s workers, generates with the snapshot too), while the
+trainer updates earlier steps; so the generation of step ``k + 1``
 overlaps the update of step ``k`` and no sample is more than ``s`` optimizer steps old. Each completion
 records ``policy_version``; its behaviour log-probs are the snapshot's, so the run's importance correction
 (``algorithm.correction``: ``tis``, ``mis``) weighs stale samples against the current policy, and
@@ -92,6 +94,9 @@ class AsyncRollouts:
                         return
                     if self.snapshot < v:
                         self._copy_weights()
+                        # an engine with weights of its own (Ray workers) takes them now; the wrappers learn
+                        # the policy changed (SPEC-RL's drafts become reusable), as after a synchronous step
+                        self.engine.sync_weights()
                         self.snapshot = v
                         self.cond.notify_all()
                 ro = self.collect(self.side, j)
