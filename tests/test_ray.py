@@ -74,6 +74,37 @@ def test_training_through_ray_workers_equals_the_single_process_run(cluster, jso
 
 
 @pytest.mark.distributed
+def test_asynchronous_training_through_a_ray_worker_equals_the_in_process_producer(cluster, jsonl_cfg_overrides,
+                                                                                   tmp_path, monkeypatch):
+    """rollout.max_staleness with the rollout engine in a Ray actor (generation off the trainer's process): the
+    worker receives every snapshot, so each step's completions and the final weights equal those of the run
+    whose producer thread generates in-process."""
+    import rlvr.train.loop as loop_mod
+    from rlvr.train.run import train
+
+    real, seen = loop_mod.train_step, []
+
+    def spy(cfg, c, step, ro, t0):
+        seen.append([comp.completion_ids for comp in ro.completions])
+        return real(cfg, c, step, ro, t0)
+
+    monkeypatch.setattr(loop_mod, "train_step", spy)
+    over = jsonl_cfg_overrides + ["train.steps=6", "train.checkpoint_every=0", "train.eval_every=0",
+                                  "algorithm.minibatches=1", "optim.lr=0.05", "rollout.max_staleness=1",
+                                  "algorithm.correction.name=tis"]
+    train(load_config(overrides=over))
+    local, seen[:] = list(seen), []
+    ray_run = tmp_path / "ray_run"
+    train(load_config(overrides=over + [f"out={ray_run}", "rollout.engine=ray", "rollout.ray.workers=1"]))
+    assert seen == local  # (a worker left on the initial weights samples other tokens from step 2 on)
+    a = load_file(str(tmp_path / "run" / "checkpoints" / "step_000006" / "model" / "model.safetensors"))
+    b = load_file(str(ray_run / "checkpoints" / "step_000006" / "model" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    m = [json.loads(x) for x in (ray_run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["rollout/staleness_mean"] for x in m] == [0.0] + [1.0] * 5
+
+
+@pytest.mark.distributed
 def test_launcher_ray_runs_the_trainer_as_an_actor(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"say {w}:", "answer": w}) + "\n" for w in ["ab", "cd", "ef"]))
