@@ -11,6 +11,10 @@ random in all three).
     python benchmarks/decode_speed.py --prompts 32 --samples 8 --tokens 128 --repeats 5
     python benchmarks/decode_speed.py --context 200       # 200 more prompt tokens: prefill sharing shows
     python benchmarks/decode_speed.py --threads 0         # torch's default thread count instead of 1
+
+The last line per model is a floor: the CPU time of the decode's dense matrix products alone (every
+projection, MLP and LM-head product of every row at every step, with the model's weights), which any engine
+decoding in the same precision must spend; ``hf``'s CPU time over it is the most any engine can gain.
 """
 
 from __future__ import annotations
@@ -48,6 +52,24 @@ def timed(engine, reqs, sampling) -> tuple[float, float, list]:
     return time.perf_counter() - t0, time.process_time() - c0, out
 
 
+@torch.inference_mode()
+def linear_floor(model, rows: int, steps: int) -> float:
+    """CPU seconds of the decode's dense matrix products alone: every layer's projections and MLP and the LM
+    head, for ``rows`` tokens at each of ``steps`` steps, with the model's own weights (no attention, norms,
+    sampling or Python around them). Any engine that decodes in this precision does at least this work, so
+    ``generate``'s time over it bounds the speed-up any engine can reach on the workload."""
+    lins = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    xs = {m.in_features: torch.randn(rows, m.in_features) for m in lins}
+    best = float("inf")
+    for _ in range(3):
+        c0 = time.process_time()
+        for _ in range(steps):
+            for m in lins:
+                torch.nn.functional.linear(xs[m.in_features], m.weight, m.bias)
+        best = min(best, time.process_time() - c0)
+    return best
+
+
 def bench(name: str, cfg: TinyModelConfig, args) -> None:
     tok = char_tokenizer()
     model = build_tiny_model(cfg, tok, seed=0).eval()
@@ -83,6 +105,10 @@ def bench(name: str, cfg: TinyModelConfig, args) -> None:
         check = f"same tokens as hf: {same}/{len(outs[k])}" if k != "vllm" else f"{n} tokens (own sampler)"
         print(f"  {k:7s} wall {med * 1e3:8.1f} ms {n / med:8.0f} tok/s x{n / med / base_tps:5.2f} | "
               f"CPU {med_cpu * 1e3:8.1f} ms x{n / med_cpu / base_cpu_tps:5.2f} | {check}")
+    steps = max(len(c.completion_ids) for c in outs["hf"])  # the batch decodes until its longest row ends
+    floor = linear_floor(model, rows, steps)
+    print(f"  floor   CPU {floor * 1e3:8.1f} ms: the dense matrix products of {rows} rows x {steps} steps "
+          f"alone; hf's CPU time over it: x{base_cpu / floor:.2f}, the most any engine in this precision can gain")
 
 
 def main() -> None:
