@@ -8,7 +8,11 @@ synchronous run with 2 threads, measured in the same invocation.
 
 With ``max_staleness = 1`` the producer thread generates step k+1 while the trainer updates step k. Each
 side runs its torch ops on ``train.threads`` threads, so ``async, 1 thread`` keeps the two cores busy
-with one thread each, where the synchronous run alternates generation and update on both.
+with one thread each, where the synchronous run alternates generation and update on both. Both sides are
+threads of one Python process there, so they also take turns holding its interpreter lock; ``async, Ray
+worker`` (the ``ray`` extra; left out with ``--no-ray`` or when Ray is not installed) generates in a Ray
+actor process on one CPU (``rollout.engine: ray``, ``hf`` inside it, weights sent after each snapshot)
+while the trainer's process updates on one thread.
 
     python benchmarks/async_rollouts.py             # ~4 minutes on 2 cores
     python benchmarks/async_rollouts.py --steps 10
@@ -17,6 +21,7 @@ with one thread each, where the synchronous run alternates generation and update
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -80,13 +85,17 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="config overrides of the workload")
     ap.add_argument("--judge-latency", type=float, default=0.0,
                     help="seconds the reward function waits per step (a remote judge, a sandbox); 0: the demo task")
+    ap.add_argument("--no-ray", action="store_true", help="leave out the setting with a Ray rollout worker")
     args = ap.parse_args()
     workload = WORKLOAD + args.set
-    settings = [("sync, 2 threads", 2, 0), ("sync, 1 thread", 1, 0), ("async s=1, 1 thread", 1, 1),
-                ("async s=1, 2 threads", 2, 1)]
+    ray = ["rollout.engine=ray", "rollout.ray.engine=hf", "rollout.ray.num_cpus=1"]
+    settings = [("sync, 2 threads", 2, 0, []), ("sync, 1 thread", 1, 0, []), ("async s=1, 1 thread", 1, 1, []),
+                ("async s=1, 2 threads", 2, 1, [])]
+    if not args.no_ray and importlib.util.find_spec("ray") is not None:
+        settings.append(("async s=1, Ray worker", 1, 1, ray))
     rows = []
-    for name, threads, stale in settings:
-        r = run(args.steps, threads, stale, workload, args.judge_latency)
+    for name, threads, stale, extra in settings:
+        r = run(args.steps, threads, stale, workload + extra, args.judge_latency)
         rows.append((name, r))
         print(f"{name:24s} {r['steps'] / r['rl_seconds']:.3f} steps/s  (rollout+score {r['rollout']:.2f} s, "
               f"update {r['update']:.2f} s, step {r['step']:.2f} s, mean reward {r['reward']:.3f})", flush=True)
