@@ -99,7 +99,9 @@ def test_asynchronous_training_through_a_ray_worker_equals_the_in_process_produc
     assert seen == local  # (a worker left on the initial weights samples other tokens from step 2 on)
     a = load_file(str(tmp_path / "run" / "checkpoints" / "step_000006" / "model" / "model.safetensors"))
     b = load_file(str(ray_run / "checkpoints" / "step_000006" / "model" / "model.safetensors"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    # to rounding, not bit for bit: the worker runs torch on its own thread count, and the TIS correction puts
+    # its behaviour log-probs (equal to ~1e-7) into the loss
+    assert all(torch.allclose(a[k], b[k], rtol=0, atol=1e-5) for k in a)
     m = [json.loads(x) for x in (ray_run / "metrics.jsonl").read_text().splitlines()]
     assert [x["rollout/staleness_mean"] for x in m] == [0.0] + [1.0] * 5
 
