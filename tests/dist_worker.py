@@ -5,13 +5,13 @@
 It registers the engine ``per_request``: HF sampling with each request seeded by its own (call number,
 example id), so a completion does not depend on which rank generates it or what else is in its batch. A
 2-rank run and a 1-rank run of the same config then train on the same global batches, and their parameters
-must agree. ``--fail-rank R`` makes rank R raise in its generation of the second step.
+must agree. ``--fail-rank R`` (or the environment variable ``RLVR_TEST_FAIL_RANK``, for ranks started by
+Ray, which load this file as a plugin) makes rank R raise in its generation of the second step.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 from dataclasses import replace
@@ -20,28 +20,11 @@ from rlvr.config import load_config
 from rlvr.rollout.base import ENGINES
 from rlvr.rollout.hf import HFEngine
 from rlvr.train.distributed import SEED_STRIDE
-
-WORDS = ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op", "qr", "st"]
-BASE = [  # a user's JSONL task with a partial-credit reward: every step carries learning signal
-    "task.name=jsonl", "task.verifier=tests.reward_fns:shared_chars", "task.eval_fraction=0.2",
-    "model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "model.tiny.num_layers=1", "eval.samples=1",
-    "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=4", "rollout.engine=per_request",
-    "train.steps=4", "train.micro_batch_size=6", "train.checkpoint_every=2", "train.keep_checkpoints=4",
-    "train.eval_every=0", "train.threads=1", "optim.lr=0.02", "sft.steps=2", "sft.batch_size=4",
-    "sft.warmup_steps=0",
-]
-
-
-def data_file(out: str) -> str:
-    """The prompts, beside the run directory (their ids come from the file's name: the same in every run)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(out)), "data.jsonl")
-    with open(path, "w") as f:
-        f.writelines(json.dumps({"prompt": f"say {w}:", "answer": w}) + "\n" for w in WORDS)
-    return path
+from tests.dist_config import BASE, data_file
 
 
 class PerRequestEngine(HFEngine):
-    fail_rank: int | None = None
+    fail_rank: int | None = int(os.environ["RLVR_TEST_FAIL_RANK"]) if "RLVR_TEST_FAIL_RANK" in os.environ else None
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)

@@ -177,3 +177,66 @@ def test_ctrl_c_on_the_driver_stops_the_trainer_actor_after_its_step_with_a_chec
     saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step_"))
     assert saved == [f"step_{steps[-1]:06d}"], (saved, steps)  # the step it stopped after, not step 0 or none
     assert 2 <= steps[-1] < 100000
+
+
+def _ray_trainers(out: Path, trainers: int, env: dict | None = None, timeout: float = 400):
+    """tests/dist_worker.py's run (its per-request engine loaded as a plugin in every actor) with
+    ``--launcher ray`` and ``trainers`` trainer actors on a local 2-CPU cluster."""
+    import os
+
+    from tests.dist_config import BASE, data_file
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sets = [*BASE, f"task.train_path={data_file(str(out))}", f"plugins=[{ROOT / 'tests' / 'dist_worker.py'}]",
+            f"rollout.ray.trainers={trainers}", "rollout.ray.trainer_cpus=1"]
+    cmd = [sys.executable, "-m", "rlvr", "train", "--launcher", "ray", "--out", str(out)]
+    for s in sets:
+        cmd += ["--set", s]
+    run_env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
+    run_env.pop("WORLD_SIZE", None)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=run_env)
+
+
+@pytest.mark.distributed
+def test_two_ray_trainer_actors_train_as_one_process_does(tmp_path):
+    """--launcher ray with rollout.ray.trainers=2: two actors form a DDP group (gloo) and end each checkpointed
+    step with the one-process run's parameters, as two torchrun ranks do."""
+    from tests.test_distributed import max_diff, metrics, ok, run, weights
+
+    one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+    ok(run(one, 1))
+    ok(_ray_trainers(two, 2))
+    for step in (2, 4):
+        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+    assert max_diff(weights(one, 2), weights(one, 4)) > 1e-4  # the runs learned something
+    assert [m["step"] for m in metrics(two)] == [1, 2, 3, 4]  # rank 0 alone writes the log
+    for a, b in zip(metrics(one), metrics(two)):
+        for key in ("reward", "loss", "grad_norm", "completions"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
+    assert json.loads((two / "summary.json").read_text())["world_size"] == 2
+    import yaml
+
+    raw = yaml.safe_load((two / "config.yaml").read_text())  # (its plugin is already imported here)
+    assert raw["rollout"]["engine"] == "per_request" and raw["rollout"]["ray"]["trainers"] == 2  # generated in
+    # the trainer actors, not in Ray rollout workers
+
+
+@pytest.mark.distributed
+def test_a_ray_trainer_rank_raising_stops_the_run_with_its_error(tmp_path):
+    import time
+
+    t0 = time.perf_counter()
+    proc = _ray_trainers(tmp_path / "x" / "run", 2, env={"RLVR_TEST_FAIL_RANK": "1"}, timeout=300)
+    assert proc.returncode != 0
+    assert "injected failure on rank 1" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert time.perf_counter() - t0 < 200  # rank 0 did not wait in its collective for the gloo timeout
+
+
+def test_several_trainers_refuse_ray_rollout_workers():
+    from rlvr.train.ray_launch import with_ray_engine
+
+    cfg = load_config(overrides=["rollout.ray.trainers=2"])
+    assert with_ray_engine(cfg) is cfg  # each rank generates with the run's own engine
+    assert with_ray_engine(load_config()).rollout.engine == "ray"  # one trainer: rollout workers beside it
+    with pytest.raises(ValueError, match="trainers=2.*rollout.engine to hf or native"):
+        with_ray_engine(load_config(overrides=["rollout.ray.trainers=2", "rollout.engine=ray"]))

@@ -44,6 +44,9 @@ class RayConfig(BaseModel):
     num_gpus: float = Field(0.0, ge=0, description="GPUs per rollout worker (fractions share a device)")
     trainer_cpus: float = Field(1.0, ge=0, description="CPUs of the trainer actor (--launcher ray)")
     trainer_gpus: float = Field(0.0, ge=0, description="GPUs of the trainer actor (--launcher ray)")
+    trainers: int = Field(1, gt=0, description="trainer actors (--launcher ray): with more than one, a data-parallel "
+                                               "torch.distributed group, one rank each, as under torchrun; each "
+                                               "generates its share with the run's engine")
     address: str | None = Field(None, description="Ray cluster to join (auto: this node's; null: start a local one)")
 
 
