@@ -302,9 +302,6 @@ class RunConfig(Section):
                             f"({c.num_contexts * c.per_context}) and no rollout.guidance")
         if self.rollout.max_staleness and self.rollout.stages:
             problems.append("rollout.max_staleness and rollout.stages are two schedules of stale rollouts; set one")
-        if (self.rollout.max_staleness or self.rollout.stages) and self.rollout.engine == "vllm":
-            problems.append("asynchronous rollouts (rollout.max_staleness, rollout.stages) need an engine on its own "
-                            "copy of the weights (hf, native); vllm is not supported asynchronously yet")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

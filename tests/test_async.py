@@ -138,9 +138,42 @@ def test_ctrl_c_trains_the_in_flight_steps_before_saving(jsonl_cfg_overrides, tm
     assert 1 <= step <= 3  # at most the s + 1 steps the producer had started when the signal came
 
 
+def test_an_engine_with_views_serves_the_producer_without_a_second_engine(monkeypatch):
+    """An engine that holds its own weights and offers ``view`` (vllm) gives the asynchronous producer a view on
+    the snapshot; any other engine kind is built a second time on it."""
+    import copy
+
+    from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
+    from rlvr.rollout import ENGINES, HFEngine
+    from rlvr.rollout.wrappers import base_engine
+    from rlvr.train import setup as setup_mod
+
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok)
+    snapshot = copy.deepcopy(model)
+    built = []
+
+    class Viewable(HFEngine):
+        def view(self, m):
+            v = copy.copy(self)
+            v.model, v.viewed = m, self
+            return v
+
+    real = ENGINES.get
+    monkeypatch.setattr(ENGINES, "get", lambda name: (
+        type("E", (), {"fn": staticmethod(lambda m, t, **k: built.append(m) or Viewable(m, t))}) if name == "hf"
+        else real(name)))
+    cfg = load_config(overrides=["rollout.max_staleness=1"])
+    run_engine = setup_mod.build_engine(cfg, model, tok, 4, training=True)
+    producer = base_engine(setup_mod.producer_engine(cfg, run_engine, snapshot, tok))
+    assert built == [model] and producer.viewed is base_engine(run_engine) and producer.model is snapshot
+    monkeypatch.setattr(ENGINES, "get", real)
+    plain = base_engine(setup_mod.producer_engine(cfg, setup_mod.build_engine(cfg, model, tok, 4), snapshot, tok))
+    assert isinstance(plain, HFEngine) and plain.model is snapshot
+
+
 def test_refused_settings():
-    with pytest.raises(ConfigError, match="vllm is not supported asynchronously"):
-        load_config(overrides=["rollout.max_staleness=1", "rollout.engine=vllm"])
+    assert load_config(overrides=["rollout.max_staleness=1", "rollout.engine=vllm"]).rollout.engine == "vllm"
     from rlvr.train.distributed import DistributedSetupError, World, check_world
 
     with pytest.raises(DistributedSetupError, match="max_staleness"):

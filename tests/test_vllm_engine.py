@@ -238,10 +238,19 @@ def test_cli_trains_a_few_steps_with_vllm(tmp_path):
            "--set", "train.steps=2", "--set", "sft.steps=2", "--set", "model.tiny.hidden_size=64",
            "--set", "model.tiny.num_heads=2", "--set", "model.tiny.num_kv_heads=1", "--set", "task.num_eval=4",
            "--set", "rollout.prompts_per_step=2", "--set", "rollout.group_size=2", "--set", "train.checkpoint_every=0"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_user_env())
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     lines = [json.loads(x) for x in (tmp_path / "cli" / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and all("logp_mismatch" in m for m in lines)
+
+
+def _user_env() -> dict:
+    """A user's shell: without the rendezvous variables this process's in-process vLLM set for itself (a child
+    inheriting MASTER_PORT would try to listen on the port this process holds)."""
+    import os
+
+    drop = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    return {k: v for k, v in os.environ.items() if k not in drop}
 
 
 def test_parameter_noise_reaches_the_engine_and_leaves_it_clean():
@@ -458,3 +467,45 @@ def test_a_vlm_trains_on_image_prompts_with_vllm(tmp_path):
     print(f"\nVLM run with vllm: {time.perf_counter() - t0:.1f} s; logp_mismatch {[m['logp_mismatch'] for m in lines]}")
     assert len(lines) == 2 and all(m["logp_mismatch"] < 1e-4 for m in lines)
     assert 0.0 <= summary["eval_after"]["accuracy"] <= 1.0
+
+
+def test_views_of_one_engine_each_sample_their_own_weights():
+    """Asynchronous training's producer generates through a view of the run's vLLM on its snapshot: the view and
+    the engine take turns on one vLLM, each pushing its own weights first, so each one's behaviour log-probs
+    are its own model's, in any order of calls."""
+    trainer = chaotic_model(seed=2)
+    snapshot = chaotic_model(seed=2)
+    with torch.no_grad():
+        for p in trainer.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    engine = VLLMEngine(trainer, TOK)
+    view = engine.view(snapshot)
+    s = SamplingParams(1.0, max_new_tokens=8, seed=0)
+    for who, model in [(engine, trainer), (view, snapshot), (view, snapshot), (engine, trainer), (view, snapshot)]:
+        out = who.generate(REQS, s)
+        lp, batch = trainer_logprobs(model, out, 1.0)
+        torch.testing.assert_close(lp, batch.behaviour_logp, rtol=0, atol=1e-4)
+        other = snapshot if model is trainer else trainer
+        assert (trainer_logprobs(other, out, 1.0)[0] - batch.behaviour_logp).abs().max() > 1e-2
+    assert (engine.weight_syncs, view.weight_syncs) == (2, 2)  # a push only when the other's weights are in
+
+
+def test_asynchronous_training_with_vllm_learns(tmp_path):
+    """rollout.max_staleness=1 with rollout.engine=vllm, started as a user would: the producer thread samples
+    through a view of the run's vLLM on the snapshot one step behind, and the run learns as the synchronous
+    one does (in a process of its own: one vLLM per process, as in a run)."""
+    cmd = [sys.executable, "-m", "rlvr", "train", "--out", str(tmp_path / "async"), "--set", "rollout.engine=vllm",
+           "--set", "rollout.max_staleness=1", "--set", "train.threads=1"]
+    for o in LEARN:
+        cmd += ["--set", o]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_user_env())
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    lines = [json.loads(x) for x in (tmp_path / "async" / "metrics.jsonl").read_text().splitlines()]
+    summary = json.loads((tmp_path / "async" / "summary.json").read_text())
+    assert [m["rollout/staleness_mean"] for m in lines[:3]] == [0.0, 1.0, 1.0]
+    early = sum(m["reward"] for m in lines[:5]) / 5
+    late = sum(m["reward"] for m in lines[-5:]) / 5
+    print(f"\nasync vllm: reward {early:.3f} -> {late:.3f}, eval {summary['eval_before']['accuracy']:.3f} -> "
+          f"{summary['eval_after']['accuracy']:.3f}")
+    assert late > early + 0.3, (early, late)
+    assert summary["eval_after"]["accuracy"] > summary["eval_before"]["accuracy"]

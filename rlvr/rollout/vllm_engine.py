@@ -29,6 +29,12 @@ worker lives in the calling process (one per rank under ``torchrun``) and weight
   The vision tower's weights are synced with the rest (vLLM's ``hf_to_vllm_mapper`` renames them).
 - **Sleep mode** (GPU): after each ``generate`` the engine sleeps (level 2: weights and KV cache freed);
   the next ``generate`` wakes it, pushes the current weights and rebuilds the cache.
+- **Views** (asynchronous training): ``view(model)`` is the same vLLM engine generating from another copy of
+  the weights (the producer's snapshot, :mod:`rlvr.train.pipeline`), so one process never starts a second
+  vLLM. The views share a lock (one ``generate`` at a time, from any thread) and know whose weights vLLM
+  holds: a view whose weights are not loaded pushes them first, so the trainer's evaluation between steps
+  and the producer's rollouts each sample their own policy (two pushes per interleaving, 0.1 s on CPU for
+  a tiny model). A view pushes only its own model, which only its own thread changes.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
+from types import SimpleNamespace
 from typing import Sequence
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
@@ -152,8 +160,17 @@ class VLLMEngine:
         if vlm:
             self.suppress = Suppression(suppressed_tokens(model), self.llm.get_tokenizer(), self.vocab_size,
                                         raw=mode == "raw_logprobs")
-        self._stale, self._asleep = True, False
+        self._stale = True
+        self._shared = SimpleNamespace(lock=threading.RLock(), loaded=None, asleep=False)  # one vLLM, its views
         self.weight_syncs = 0
+
+    def view(self, model) -> "VLLMEngine":
+        """This engine generating from ``model``'s weights (same architecture), e.g. an asynchronous producer's
+        snapshot: the vLLM instance is shared, each view pushes its own weights before it samples."""
+        other = copy.copy(self)
+        other.model, other._stale, other.weight_syncs = model, True, 0
+        other._dir = None  # the engine's own files are the engine's to remove
+        return other
 
     # -- weights -------------------------------------------------------------------------------------------
     def sync_weights(self) -> None:
@@ -162,16 +179,19 @@ class VLLMEngine:
 
     def push_weights(self) -> None:
         """Copy the trainer's current weights into the engine now and drop the stale prefix cache."""
-        if self._asleep:
-            self.llm.wake_up(tags=["weights"])
-        weights = [(name, t.detach()) for name, t in inference_state_dict(self.model).items()]  # LoRA merged
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
-        if self._asleep:
-            self.llm.wake_up(tags=["kv_cache"])
-            self._asleep = False
-        self.llm.reset_prefix_cache()
-        if self.vision is not None:  # image features computed with the old vision tower (scheduler and worker)
-            self.llm.llm_engine.reset_encoder_cache()
+        shared = self._shared
+        with shared.lock:
+            if shared.asleep:
+                self.llm.wake_up(tags=["weights"])
+            weights = [(name, t.detach()) for name, t in inference_state_dict(self.model).items()]  # LoRA merged
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+            if shared.asleep:
+                self.llm.wake_up(tags=["kv_cache"])
+                shared.asleep = False
+            shared.loaded = self
+            self.llm.reset_prefix_cache()
+            if self.vision is not None:  # image features computed with the old vision tower (scheduler, worker)
+                self.llm.llm_engine.reset_encoder_cache()
         self._stale = False
         self.weight_syncs += 1
 
@@ -190,7 +210,11 @@ class VLLMEngine:
         return self._vllm.SamplingParams(**args)
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
-        if self._stale or self._asleep:
+        with self._shared.lock:  # views of one vLLM (asynchronous training) take turns
+            return self._generate(requests, sampling)
+
+    def _generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
+        if self._stale or self._shared.asleep or self._shared.loaded is not self:
             self.push_weights()
         prompts, params, which, out = [], [], [], {}
         for i, req in enumerate(requests):
@@ -221,7 +245,7 @@ class VLLMEngine:
                 out.setdefault(i, []).append(self._completion(i, requests[i], ids, toks, lps, reason, vision))
         if self.settings.sleep_mode:
             self.llm.sleep(level=2)  # weights and KV cache freed for the update; restored by the next push
-            self._asleep = True
+            self._shared.asleep = True
         return [c for i in range(len(requests)) for c in out.get(i, [])]
 
     def _logprob(self, position: dict, token: int) -> float:
@@ -243,7 +267,8 @@ class VLLMEngine:
                           vision=vision)
 
     def close(self) -> None:
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self):  # pragma: no cover - best effort
         try:

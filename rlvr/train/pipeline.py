@@ -51,6 +51,7 @@ class AsyncRollouts:
                  rollout_engine: Any, stage_steps: int = 0):
         self.collect, self.c, self.s, self.stage = collect, c, staleness, stage_steps
         self.model, self.engine = rollout_model, rollout_engine
+        self.threads = torch.get_num_threads()  # the run's count (train.threads), set in the trainer's thread
         self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
 
@@ -85,6 +86,10 @@ class AsyncRollouts:
                 dst.copy_(src)
 
     def _produce(self) -> None:
+        # a new thread starts with OpenMP's default count (every core), not the run's; vLLM's CPU attention
+        # also checks that its kernels run with the count its metadata was planned with. (torch._C's, as
+        # vLLM's CPU worker replaces torch.set_num_threads by a no-op once it has bound its threads.)
+        torch._C.set_num_threads(self.threads)
         try:
             for j in range(self.first, self.last):
                 v = self._version(j)

@@ -113,12 +113,23 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     return Prepared(model.to(device), tokenizer, task, device, report, threads)
 
 
-def build_engine(cfg: RunConfig, model, tok, batch_size: int, training: bool = False):
-    """The configured engine inside the training wrappers (``training``) or the evaluation ones."""
-    engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=batch_size,
-                                                chat_template=cfg.model.chat_template, rollout=cfg.rollout,
-                                                seed=cfg.seed)
+def build_engine(cfg: RunConfig, model, tok, batch_size: int, training: bool = False, engine=None):
+    """The configured engine (or ``engine``, already built for ``model``) inside the training wrappers
+    (``training``) or the evaluation ones."""
+    if engine is None:
+        engine = ENGINES.get(cfg.rollout.engine).fn(model, tok, batch_size=batch_size,
+                                                    chat_template=cfg.model.chat_template, rollout=cfg.rollout,
+                                                    seed=cfg.seed)
     return wrap_engine(engine, model, tok, cfg.rollout, cfg.model.chat_template, eval_only=not training)
+
+
+def producer_engine(cfg: RunConfig, engine, model, tok):
+    """The asynchronous producer's engine on its snapshot ``model``, in training wrappers of its own: a view of
+    the run's engine where that engine holds weights of its own and offers one (``vllm``: one vLLM per
+    process), else a second engine of the configured kind."""
+    base = base_engine(engine)
+    view = base.view(model) if hasattr(base, "view") else None
+    return build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True, engine=view)
 
 
 def evaluation_engine(cfg: RunConfig, engine):
@@ -194,6 +205,5 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.discriminator = build_discriminator(cfg, model, tok, task, device, world)  # None unless enabled
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
-                                lambda m: bind_task(bind_stats(build_engine(cfg, m, tok, cfg.rollout.batch_size,
-                                                                            training=True), stats), task))
+                                lambda m: bind_task(bind_stats(producer_engine(cfg, engine, m, tok), stats), task))
     return c
