@@ -101,13 +101,12 @@ class _Trainer:
 def with_ray_engine(cfg: RunConfig) -> RunConfig:
     """``cfg`` generating through Ray rollout workers that run its own engine (unless already set so); with
     several trainers, each generates with the run's own engine (``cfg`` unchanged)."""
-    if cfg.rollout.ray.trainers > 1:
-        if cfg.rollout.engine == "ray":
-            raise ValueError(f"rollout.ray.trainers={cfg.rollout.ray.trainers}: each trainer rank generates its share "
-                             "with the run's own engine; set rollout.engine to hf or native (rollout.engine=ray "
-                             "under several trainers is not supported yet)")
-        return cfg
-    if cfg.rollout.engine == "ray":
+    several = cfg.rollout.ray.trainers > 1
+    if several and cfg.rollout.engine == "ray":
+        raise ValueError(f"rollout.ray.trainers={cfg.rollout.ray.trainers}: each trainer rank generates its share "
+                         "with the run's own engine; set rollout.engine to hf or native (rollout.engine=ray "
+                         "under several trainers is not supported yet)")
+    if several or cfg.rollout.engine == "ray":
         return cfg
     ray_cfg = cfg.rollout.ray.model_copy(update={"engine": cfg.rollout.engine})
     return cfg.model_copy(update={"rollout": cfg.rollout.model_copy(update={"engine": "ray", "ray": ray_cfg})})
