@@ -39,6 +39,9 @@ class TrainConfig(_Section):
     autocast: Literal["bfloat16", "float16"] | None = Field(None, description="forwards under torch.autocast; "
                                                              "weights and optimizer stay in model.dtype")
     activation_checkpointing: bool = Field(False, description="recompute decoder layers in backward")
+    shared_prefix: bool = Field(True, description="log-prob passes and the update run each group's prompt through "
+                                "the model once, not once per completion, where that saves tokens (Llama / Qwen / "
+                                "Mistral families; rlvr.models.shared_prefix)")
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
 
 

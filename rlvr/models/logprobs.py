@@ -14,6 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
 from rlvr.core.batch import RolloutBatch
+from rlvr.models import shared_prefix
 from rlvr.models.vision import SUPPRESSED_LOGIT, own_positions, position_offset, suppressed_tokens, \
     vision_forward_kwargs
 
@@ -122,11 +123,18 @@ def token_logprobs_from_hidden(head: torch.nn.Module, hidden: torch.Tensor, targ
 def completion_logprobs(model: PreTrainedModel, batch: RolloutBatch, temperature: float = 1.0,
                         chunk_tokens: int = 4096, with_entropy: bool = False
                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs ``[N, T]`` of the completion tokens under ``model`` at ``temperature`` (0 on padding)."""
+    """Log-probs ``[N, T]`` of the completion tokens under ``model`` at ``temperature`` (0 on padding).
+
+    With the shared-prefix attention enabled on ``model`` (:mod:`rlvr.models.shared_prefix`), rows that share
+    a prompt run it through the trunk once when that saves enough tokens; the result is the same."""
     trunk = getattr(model, model.base_model_prefix)
     head = output_head(model)
     p, t = batch.prompt_len, batch.completion_mask.shape[1]
-    hidden = trunk_hidden(trunk, batch)[:, p - 1: p + t - 1]  # position j predicts token j + 1
+    packed = shared_prefix.pack(batch) if shared_prefix.enabled(model) else None
+    if packed is not None:
+        hidden = shared_prefix.packed_hidden(trunk, packed)
+    else:
+        hidden = trunk_hidden(trunk, batch)[:, p - 1: p + t - 1]  # position j predicts token j + 1
     targets = batch.input_ids[:, p: p + t]
     sel = batch.completion_mask.bool()
     softcap = logit_softcap(model)

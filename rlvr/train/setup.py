@@ -9,6 +9,7 @@ place an engine is built (training wraps it in the configured rollout wrappers; 
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import sys
@@ -21,6 +22,7 @@ import torch
 
 from rlvr.config import RunConfig
 from rlvr.models.loading import ModelConfig, load_model
+from rlvr.models import shared_prefix
 from rlvr.models.logprobs import CompletionLogprobs
 from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.base import ENGINES
@@ -44,7 +46,9 @@ from rlvr.train.prompt_limits import PromptReport, fit_prompts
 from rlvr.train.threads import apply_threads
 
 __all__ = ["Prepared", "prepare", "build_task", "build_engine", "evaluation_engine", "build_components",
-           "seed_everything", "pick_device", "SetupError"]
+           "seed_everything", "pick_device", "SetupError", "use_shared_prefix"]
+
+log = logging.getLogger(__name__)
 
 
 def seed_everything(seed: int) -> None:
@@ -178,6 +182,17 @@ def _optimizer(cfg: RunConfig, model) -> tuple[torch.optim.Optimizer, Any]:
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
 
 
+def use_shared_prefix(cfg: RunConfig, *models) -> None:
+    """Enable the shared-prefix log-prob forward (``train.shared_prefix``) on the policy and reference models
+    that support it; a model that does not keeps the standard forward, and the reason is logged."""
+    if not cfg.train.shared_prefix:
+        return
+    for m in models:
+        reason = None if m is None else shared_prefix.enable(m)
+        if reason:
+            log.info("train.shared_prefix: %s; the standard forward is used", reason)
+
+
 def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.device | str = "cpu",
                      ref_model=None, world: World | None = None) -> Components:
     """The loop's components for ``model`` and ``task`` as the config names them; in a distributed run
@@ -185,6 +200,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     world = world or World()
     device = torch.device(device)
     model = apply_lora(model, cfg.model.lora).to(device)  # adapters only train (a no-op without model.lora)
+    use_shared_prefix(cfg, model, ref_model)
     update_module = world.wrap(CompletionLogprobs(model)) if world.distributed else None  # before the optimizer
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
