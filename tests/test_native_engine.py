@@ -266,3 +266,27 @@ def test_prefix_and_stop_requests_go_through_the_hf_path():
     got, ref = NativeEngine(model, tok).generate(reqs, sp), HFEngine(model, tok).generate(reqs, sp)
     assert [c.completion_ids for c in got] == [c.completion_ids for c in ref]
     assert [c.segments for c in got] == [c.segments for c in ref] and got[0].segments is not None
+
+
+def test_fused_projections_decode_as_the_separate_ones_and_follow_new_weights(model):
+    """The per-call fused q/k/v and gate/up products give the unfused decoder's tokens and log-probs, and a
+    weight change between calls reaches the next call (the copies are rebuilt, never kept)."""
+    s = SamplingParams(1.0, max_new_tokens=10, seed=3)
+    fused, plain = NativeEngine(model, TOK), NativeEngine(model, TOK)
+    fused.decoder.fuse, plain.decoder.fuse = True, False
+    a, b = fused.generate(REQS, s), plain.generate(REQS, s)
+    assert _ids(a) == _ids(b)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), rtol=0, atol=1e-5)
+    assert all(L.qkv is None and L.gate_up is None for L in fused.decoder.layers)  # released after the call
+    saved = {n: p.detach().clone() for n, p in model.named_parameters()}
+    try:
+        with torch.no_grad():
+            model.model.layers[0].self_attn.k_proj.weight.mul_(-1.5)
+            model.model.layers[1].mlp.up_proj.weight.mul_(2.0)
+        c, d = fused.generate(REQS, s), plain.generate(REQS, s)
+        assert _ids(c) == _ids(d) and _ids(c) != _ids(a)
+    finally:
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(saved[n])
