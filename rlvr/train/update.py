@@ -242,7 +242,8 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     module = module if module is not None else CompletionLogprobs(model)
     params = [p for p in model.parameters() if p.requires_grad]
     meter = _Meter()
-    model.train()
+    if not model.training:  # a walk over every module: skipped when nothing switched it to eval mode
+        model.train()
     checkpointing(model, s.activation_checkpointing)
     for _ in range(alg.epochs):
         shuffle = generator if alg.minibatches > 1 else None
@@ -281,6 +282,8 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
 
 def checkpointing(model, on: bool) -> None:
     """Activation checkpointing of the decoder layers in the update (recompute in backward, not store)."""
+    if getattr(model, "_rlvr_checkpointing", None) is on:  # as the last call left it (asking walks the modules)
+        return
     new = hasattr(model, "activation_checkpointing_enable")  # transformers >= 5.x names; older ones below
     active = getattr(model, "is_activation_checkpointing" if new else "is_gradient_checkpointing", False)
     if on and not active:
@@ -291,6 +294,7 @@ def checkpointing(model, on: bool) -> None:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     elif not on and active:
         (model.activation_checkpointing_disable if new else model.gradient_checkpointing_disable)()
+    model._rlvr_checkpointing = on
 
 
 def with_loss_coef(mb: RolloutBatch, alg: AlgorithmConfig, max_new_tokens: int | None = None) -> RolloutBatch:
