@@ -5,7 +5,8 @@
 It registers the engine ``per_request``: HF sampling with each request seeded by its own (call number,
 example id), so a completion does not depend on which rank generates it or what else is in its batch. A
 2-rank run and a 1-rank run of the same config then train on the same global batches, and their parameters
-must agree. ``--fail-rank R`` (or the environment variable ``RLVR_TEST_FAIL_RANK``, for ranks started by
+must agree. ``--signal-rank R`` makes rank R send itself SIGTERM in its generation of the second step (as a
+cluster's scheduler stopping one node would). ``--fail-rank R`` (or the environment variable ``RLVR_TEST_FAIL_RANK``, for ranks started by
 Ray, which load this file as a plugin) makes rank R raise in its generation of the second step.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import sys
 from dataclasses import replace
 
@@ -25,6 +27,7 @@ from tests.dist_config import BASE, data_file
 
 class PerRequestEngine(HFEngine):
     fail_rank: int | None = int(os.environ["RLVR_TEST_FAIL_RANK"]) if "RLVR_TEST_FAIL_RANK" in os.environ else None
+    signal_rank: int | None = None
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
@@ -35,6 +38,8 @@ class PerRequestEngine(HFEngine):
         rank = int(os.environ.get("RANK", "0"))
         if self.fail_rank == rank and self.calls == 3:  # eval before RL is call 1 on rank 0
             raise RuntimeError(f"injected failure on rank {rank}")
+        if self.signal_rank == rank and self.calls == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
         base = (sampling.seed - rank * SEED_STRIDE) % (2**31 - 1)  # the round's seed, before the rank's salt
         out = []
         for gi, req in enumerate(requests):
@@ -56,6 +61,8 @@ def main(argv: list[str]) -> None:
     sets = [rest[i + 1] for i, a in enumerate(rest) if a == "--set"]
     if "--fail-rank" in rest:
         PerRequestEngine.fail_rank = int(rest[rest.index("--fail-rank") + 1])
+    if "--signal-rank" in rest:
+        PerRequestEngine.signal_rank = int(rest[rest.index("--signal-rank") + 1])
     if "--resume" in rest:
         resume(out, sets or None)
     else:

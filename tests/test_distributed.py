@@ -66,6 +66,9 @@ CASES = {
     # a reference model (its log-probs gathered), DAPO's dynamic sampling and token-level aggregation
     # FSDP2: parameters, gradients and optimizer state sharded; generation on gathered weights
     "fsdp_minibatches": ["--set", "train.distributed.strategy=fsdp", "--set", "algorithm.minibatches=2"],
+    # asynchronous rollouts: each rank's producer generates its share one step ahead, gathering through a
+    # process group of its own while the trainers all-reduce; TIS weighs the stale samples
+    "async_staleness": ["--set", "rollout.max_staleness=1", "--set", "algorithm.correction=tis"],
     "dapo_kl": ["--set", "algorithm.kl.coef=0.05", "--set", "algorithm.dynamic_sampling.enabled=true",
                 "--set", "algorithm.dynamic_sampling.batch_prompts=2", "--set", "algorithm.aggregation.name=token_mean"],
 }
@@ -129,6 +132,32 @@ def test_one_rank_raising_stops_every_rank_with_its_error(tmp_path):
     assert proc.returncode != 0
     assert "injected failure on rank 1" in proc.stdout + proc.stderr
     assert time.perf_counter() - t0 < 120  # no rank waits for the dead one until the collective timeout
+
+
+@pytest.mark.distributed
+def test_async_run_stopped_on_one_rank_stops_every_rank_after_the_same_step(tmp_path):
+    # one segment of eight steps (no checkpoint inside it), rank 1 alone gets SIGTERM while its producer
+    # generates step 2 ahead: both producers stop before the same step, the in-flight steps are trained on
+    # both ranks, rank 0 saves, and the run resumes to the end
+    out = tmp_path / "x" / "run"
+    sets = ["--set", "rollout.max_staleness=1", "--set", "algorithm.correction=tis", "--set", "train.steps=8",
+            "--set", "train.checkpoint_every=8"]
+    t0 = time.perf_counter()
+    proc = run(out, 2, *sets, "--signal-rank", "1", timeout=180)
+    assert time.perf_counter() - t0 < 150
+    assert "checkpoint saved" in proc.stdout + proc.stderr, proc.stderr[-4000:]
+    done = [m["step"] for m in metrics(out)]
+    assert done == list(range(1, len(done) + 1)) and 2 <= len(done) <= 5, done
+    assert (out / "checkpoints" / f"step_{len(done):06d}").is_dir()
+    ok(run(out, 2, "--resume"))
+    assert [m["step"] for m in metrics(out)] == list(range(1, 9))
+
+
+def test_async_under_fsdp_is_refused_and_under_ddp_allowed():
+    cfg = load_config(overrides=["rollout.prompts_per_step=4", "rollout.max_staleness=1"])
+    check_world(cfg, World(0, 2))
+    with pytest.raises(DistributedSetupError, match="strategy=fsdp are not supported"):
+        check_world(cfg, World(0, 2, strategy="fsdp"))
 
 
 @pytest.mark.distributed

@@ -146,6 +146,16 @@ class World:
             return torch.device("cuda", self.local_rank)
         return device
 
+    def split(self) -> "World":
+        """The same ranks on a process group of their own (gloo), for collectives issued from another thread
+        (the asynchronous rollout producer's gathers run beside the update's all-reduces). Every rank must
+        call it, in the same order; a one-process world returns itself."""
+        if not self.distributed:
+            return self
+        import torch.distributed as dist
+
+        return World(self.rank, self.size, self.local_rank, dist.new_group(backend="gloo"), self.strategy)
+
     # --- sharding ------------------------------------------------------------------------------------------
     def share(self, n: int) -> list[int]:
         """This rank's positions of ``n`` items, round-robin (position ``i`` goes to rank ``i % size``)."""
@@ -235,9 +245,10 @@ def check_world(cfg: Any, world: World) -> None:
     if cfg.rollout.engine == "vllm":
         problems.append("rollout.engine=vllm is not supported in a torchrun run yet (one engine per process "
                         "group); use hf or native, or one process")
-    if cfg.rollout.max_staleness or cfg.rollout.stages:
-        problems.append("rollout.max_staleness / rollout.stages (asynchronous rollouts) are not supported under "
-                        "torchrun yet")
+    if (cfg.rollout.max_staleness or cfg.rollout.stages) and world.sharded:
+        problems.append("rollout.max_staleness / rollout.stages (asynchronous rollouts) with "
+                        "train.distributed.strategy=fsdp are not supported yet (the producer's snapshot needs the "
+                        "whole model); use ddp")
     from rlvr.config import algorithm_traits
 
     if "context_logp" in algorithm_traits(cfg):

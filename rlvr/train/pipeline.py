@@ -26,6 +26,11 @@ run is as reproducible as a synchronous one. The pipeline drains at every checkp
 producer never runs past the segment it was started for), so a run resumed from a checkpoint equals the
 uninterrupted one; on Ctrl-C the in-flight steps are trained before the checkpoint, so no prompt is lost.
 
+Under ``torchrun`` (DDP) every rank runs its own producer on its share of the groups; the producers'
+gathers go through a process group of their own (:meth:`World.split`), beside the trainers' all-reduces,
+and before each step the producers agree whether to go on, so on a stop every rank hands back the same
+in-flight steps. (FSDP is refused: the snapshot needs the whole model.)
+
 The producer touches only rollout-side state (sampler, allocator, prompt statistics, the rollout engine
 and its wrappers, the appeal estimate); the trainer only the model, optimizer and algorithm state. On
 CPU give each side its own threads (``train.threads``) or they contend for the same cores.
@@ -48,8 +53,9 @@ class AsyncRollouts:
     """The producer thread of the asynchronous schedule (module docstring)."""
 
     def __init__(self, collect: Callable[[Any, int], Any], c: Any, staleness: int, rollout_model: Any,
-                 rollout_engine: Any, stage_steps: int = 0):
+                 rollout_engine: Any, stage_steps: int = 0, world: Any = None):
         self.collect, self.c, self.s, self.stage = collect, c, staleness, stage_steps
+        self.world = world if world is not None else c.world  # the producers' group (World.split)
         self.model, self.engine = rollout_model, rollout_engine
         self.threads = torch.get_num_threads()  # the run's count (train.threads), set in the trainer's thread
         self.cond = threading.Condition()
@@ -76,7 +82,7 @@ class AsyncRollouts:
         self.halt = False
         self.error: BaseException | None = None
         self.ready: queue.Queue = queue.Queue()
-        self.side = replace(self.c, engine=self.engine)  # the components as the producer sees them
+        self.side = replace(self.c, engine=self.engine, world=self.world)  # the components as the producer sees them
         self.thread = threading.Thread(target=self._produce, name="rlvr-rollouts", daemon=True)
         self.thread.start()
 
@@ -95,8 +101,11 @@ class AsyncRollouts:
                 v = self._version(j)
                 with self.cond:
                     self.cond.wait_for(lambda: self.finished >= v or self.halt)
-                    if self.halt:
-                        return
+                # every rank's producer stops before the same step (a no-op in one process; outside the lock:
+                # the trainer never waits on a snapshot the others' producers have not reached either)
+                if self.world.any(self.halt):
+                    return
+                with self.cond:
                     if self.snapshot < v:
                         self._copy_weights()
                         # an engine with weights of its own (Ray workers) takes them now; the wrappers learn
@@ -157,4 +166,4 @@ def async_rollouts(cfg: Any, c: Any, collect: Callable[[Any, int], Any], build_e
         return None
     stage = -(-max(cfg.train.steps, 1) // r.stages) if r.stages else 0  # steps per stage
     model = copy.deepcopy(c.model).eval().requires_grad_(False)
-    return AsyncRollouts(collect, c, r.max_staleness, model, build_engine(model), stage)
+    return AsyncRollouts(collect, c, r.max_staleness, model, build_engine(model), stage, c.world.split())
