@@ -69,6 +69,8 @@ CASES = {
     # asynchronous rollouts: each rank's producer generates its share one step ahead, gathering through a
     # process group of its own while the trainers all-reduce; TIS weighs the stale samples
     "async_staleness": ["--set", "rollout.max_staleness=1", "--set", "algorithm.correction=tis"],
+    # interleaved SFT phases: every rank trains the same phase, rank 0's weights are broadcast after it
+    "interleaved_sft": ["--set", "sft.interleave_every=2", "--set", "sft.interleave_steps=2"],
     "dapo_kl": ["--set", "algorithm.kl.coef=0.05", "--set", "algorithm.dynamic_sampling.enabled=true",
                 "--set", "algorithm.dynamic_sampling.batch_prompts=2", "--set", "algorithm.aggregation.name=token_mean"],
 }
@@ -153,11 +155,13 @@ def test_async_run_stopped_on_one_rank_stops_every_rank_after_the_same_step(tmp_
     assert [m["step"] for m in metrics(out)] == list(range(1, 9))
 
 
-def test_async_under_fsdp_is_refused_and_under_ddp_allowed():
-    cfg = load_config(overrides=["rollout.prompts_per_step=4", "rollout.max_staleness=1"])
-    check_world(cfg, World(0, 2))
-    with pytest.raises(DistributedSetupError, match="strategy=fsdp are not supported"):
-        check_world(cfg, World(0, 2, strategy="fsdp"))
+def test_async_and_interleaved_sft_under_fsdp_are_refused_and_under_ddp_allowed():
+    for extra, refusal in (("rollout.max_staleness=1", "strategy=fsdp are not supported"),
+                           ("sft.interleave_every=2", "strategy=fsdp is not supported")):
+        cfg = load_config(overrides=["rollout.prompts_per_step=4", extra])
+        check_world(cfg, World(0, 2))
+        with pytest.raises(DistributedSetupError, match=refusal):
+            check_world(cfg, World(0, 2, strategy="fsdp"))
 
 
 @pytest.mark.distributed

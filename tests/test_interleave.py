@@ -87,10 +87,59 @@ def test_resume_repeats_the_phases_exactly(tmp_path):
         [line["sft/loss"] for line in _lines(tmp_path / "part")]
 
 
-def test_torchrun_is_refused_with_a_clear_error():
+def test_fsdp_is_refused_with_a_clear_error_and_ddp_runs_it():
+    # (a 2-rank DDP run with phases equals the 1-rank run: tests/test_distributed.py)
     from rlvr.train.distributed import DistributedSetupError, World, check_world
 
     cfg = load_config(overrides=["sft.interleave_every=2", "rollout.prompts_per_step=4"])
-    with pytest.raises(DistributedSetupError, match="sft.interleave_every .* not supported under torchrun"):
-        check_world(cfg, World(0, 2))
+    with pytest.raises(DistributedSetupError, match="sft.interleave_every .* with train.distributed.strategy=fsdp is not supported"):
+        check_world(cfg, World(0, 2, strategy="fsdp"))
+    check_world(cfg, World(0, 2))
     check_world(cfg, World())
+
+
+def test_under_ddp_a_phase_trains_every_ranks_rows_and_leaves_rank_0s_weights():
+    # a stand-in for rank 1 of two: its rollout strategy gathered one row, rank 0's two; the phase must train
+    # on all three (gathered in rank order) and then take rank 0's weights
+    from rlvr.core.types import Completion
+    from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
+    from rlvr.train.distributed import World
+
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok)
+
+    def row(prompt, target):
+        return Completion("x", tok(prompt)["input_ids"], tok(target)["input_ids"] + [tok.eos_token_id], None,
+                          "stop", target)
+
+    mine, rank0s = [row("1+1=", "2")], [row("2+2=", "4"), row("3+3=", "6")]
+
+    class Strategy:  # the wrapper that hands out the rows it gathered
+        name, inner = "gathers_rows", None
+
+        def __init__(self, rows):
+            self.rows = rows
+
+        def sft_rows(self):
+            out, self.rows = self.rows, []
+            return out
+
+    class RankOne(World):
+        def __init__(self):
+            super().__init__(1, 2)
+            self.synced = 0
+
+        def gather(self, obj):
+            return [rank0s, obj]
+
+        def sync_params(self, module):
+            self.synced += 1
+
+    cfg = load_config(overrides=["sft.interleave_every=2", "sft.interleave_source=rollouts",
+                                 "sft.interleave_steps=1", "sft.batch_size=8"])
+    world = RankOne()
+    phase = interleaved_sft(cfg, model, tok, None, Strategy(mine), world)
+    assert phase(0) == {} and world.synced == 0  # rows kept for the phase; nothing trained, nothing to sync
+    out = phase(1)
+    # step 0: rank 0's two and this rank's one; step 1: rank 0's two again, none here
+    assert out["sft/rows"] == 5.0 and out["sft/steps"] == 1.0 and world.synced == 1

@@ -257,8 +257,9 @@ def check_world(cfg: Any, world: World) -> None:
     if "pair_batch" in algorithm_traits(cfg):
         problems.append("loss terms on preference pairs (f_preference) run more forwards before the backward, "
                         "which DDP / FSDP do not support yet; use one process")
-    if cfg.sft.interleave_every:
-        problems.append("sft.interleave_every (interleaved SFT phases) is not supported under torchrun yet")
+    if cfg.sft.interleave_every and world.sharded:
+        problems.append("sft.interleave_every (interleaved SFT phases) with train.distributed.strategy=fsdp is not "
+                        "supported yet; use ddp")
     if world.sharded and cfg.model.lora.rank:
         problems.append("train.distributed.strategy=fsdp with model.lora is not supported yet; use ddp (adapters "
                         "are small enough to replicate)")

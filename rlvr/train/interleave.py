@@ -13,6 +13,10 @@ strategy gathered since the last phase (:func:`rlvr.rollout.wrappers.collect_sft
 correct answers and, for questions its search never solved, their reference solutions); a phase with no
 rows is skipped. Those rows come from the rollouts, which a resumed run regenerates identically.
 
+Under ``torchrun`` (DDP) every rank runs the same phase on the same rows with the same seed (rows from
+the rollouts are gathered from every rank first, in rank order), and rank 0's weights are then broadcast,
+so the replicas stay equal. (With FSDP the phases are refused.)
+
 Each phase has its own AdamW, fresh, with a constant learning rate, and draws its batches with a seed of
 (run seed, RL step): a phase depends only on the weights it starts from and its step, so a resumed run
 repeats exactly what the uninterrupted one did, with no state to checkpoint. Metrics: ``sft/loss`` (the
@@ -24,20 +28,37 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rlvr.rollout.wrappers import collect_sft_rows
+from rlvr.train.distributed import World
 from rlvr.train.loop import step_seed
 from rlvr.train.sft import sft, sft_rows
 
 __all__ = ["interleaved_sft"]
 
 
-def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None) -> Callable[[int], dict[str, float]] | None:
+def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None, world: World | None = None
+                    ) -> Callable[[int], dict[str, float]] | None:
     """The phase to run after each RL step's update (a no-op at steps without one), or None when off;
-    ``engine``: the training engine, whose strategy supplies the rows with ``interleave_source: rollouts``."""
+    ``engine``: the training engine, whose strategy supplies the rows with ``interleave_source: rollouts``;
+    ``world``: the data-parallel group (DDP), whose replicas every phase leaves equal."""
     every = cfg.sft.interleave_every
     if not every:
         return None
-    if cfg.sft.interleave_source == "rollouts":
-        return _rollout_phase(cfg, model, tokenizer, engine, every)
+    world = world or World()
+    phase = (_rollout_phase(cfg, model, tokenizer, engine, every, world) if cfg.sft.interleave_source == "rollouts"
+             else _reference_phase(cfg, model, tokenizer, task, every))
+    if not world.distributed:
+        return phase
+
+    def replicated(step: int) -> dict[str, float]:
+        out = phase(step)
+        if out.get("sft/steps"):  # the same phase ran on every rank: rank 0's result, bit for bit, everywhere
+            world.sync_params(model)
+        return out
+
+    return replicated
+
+
+def _reference_phase(cfg: Any, model, tokenizer, task, every: int) -> Callable[[int], dict[str, float]]:
     split = "sft" if "sft" in task.splits else "train"
     examples = [ex for ex in task.examples(split) if ex.sft_target]
     if not examples:
@@ -57,12 +78,14 @@ def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None) -> Cal
     return phase
 
 
-def _rollout_phase(cfg: Any, model, tokenizer, engine: Any, every: int) -> Callable[[int], dict[str, float]]:
+def _rollout_phase(cfg: Any, model, tokenizer, engine: Any, every: int, world: World
+                   ) -> Callable[[int], dict[str, float]]:
     lr = cfg.sft.interleave_lr or cfg.optim.lr
     pending: list[Any] = []
 
     def phase(step: int) -> dict[str, float]:
-        pending.extend(collect_sft_rows(engine))  # every step's rows, trained at the next phase
+        # every step's rows (every rank's, in rank order), trained at the next phase
+        pending.extend(row for rows in world.gather(collect_sft_rows(engine)) for row in rows)
         if (step + 1) % every:
             return {}
         rows, pending[:] = list(pending), []

@@ -217,7 +217,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                                     pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
                       algo_state=algo_state, world=world,
                       update_module=update_module)
-    c.after_update = interleaved_sft(cfg, model, tok, task, engine)
+    c.after_update = interleaved_sft(cfg, model, tok, task, engine, world)
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.discriminator = build_discriminator(cfg, model, tok, task, device, world)  # None unless enabled
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
