@@ -1,6 +1,6 @@
 """A training run for the distributed tests, started under torchrun or alone.
 
-    python tests/dist_worker.py OUT [--resume] [--fail-rank R] [--set key=value ...]
+    python tests/dist_worker.py OUT [--resume] [--recipe NAME] [--fail-rank R] [--set key=value ...]
 
 It registers the engine ``per_request``: HF sampling with each request seeded by its own (call number,
 example id), so a completion does not depend on which rank generates it or what else is in its batch. A
@@ -66,7 +66,8 @@ def main(argv: list[str]) -> None:
     if "--resume" in rest:
         resume(out, sets or None)
     else:
-        train(load_config(overrides=BASE + [f"out={out}", f"task.train_path={data_file(out)}"] + sets))
+        recipe = rest[rest.index("--recipe") + 1] if "--recipe" in rest else None
+        train(load_config(recipe=recipe, overrides=BASE + [f"out={out}", f"task.train_path={data_file(out)}"] + sets))
 
 
 if __name__ == "__main__":

@@ -176,8 +176,10 @@ def test_refused_settings():
     assert load_config(overrides=["rollout.max_staleness=1", "rollout.engine=vllm"]).rollout.engine == "vllm"
     from rlvr.train.distributed import DistributedSetupError, World, check_world
 
+    cfg = load_config(overrides=["rollout.max_staleness=1", "rollout.prompts_per_step=4"])
+    check_world(cfg, World(0, 2))  # DDP: each rank's producer (tests/test_distributed.py)
     with pytest.raises(DistributedSetupError, match="max_staleness"):
-        check_world(load_config(overrides=["rollout.max_staleness=1", "rollout.prompts_per_step=4"]), World(0, 2))
+        check_world(cfg, World(0, 2, strategy="fsdp"))
 
 
 def test_a_producer_error_reaches_the_trainer_without_a_hang(jsonl_cfg_overrides, monkeypatch):

@@ -97,6 +97,33 @@ def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
 
 
 @pytest.mark.distributed
+@pytest.mark.parametrize("recipe", ["nudge_rl", "f_hal"])
+def test_loss_terms_with_forwards_of_their_own_train_alike_on_two_ranks(tmp_path, recipe):
+    # NudgeRL's distillation term scores the rows again under their plain prompts, f-HAL's term scores
+    # preference pairs: forwards beside the micro-batch's, with gradient, which run inside its one DDP call
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": f"say {w}:", "chosen": w, "rejected": w[::-1] + "x"}) + "\n"
+                             for w in ["ab", "cd", "ef", "gh", "ij", "kl"]))
+    # (p_dropout 0: the contexts wrapper draws its dropouts from the rank's own seed)
+    sets = {"nudge_rl": ["--set", "rollout.group_size=4", "--set", "rollout.contexts.per_context=2", "--set",
+                         "rollout.contexts.p_dropout=0"],
+            "f_hal": ["--set", f"algorithm.loss_terms.0.path={pairs}", "--set",
+                      "algorithm.loss_terms.0.pairs_per_step=4"]}[recipe]
+    one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+    ok(run(one, 1, "--recipe", recipe, *sets))
+    ok(run(two, 2, "--recipe", recipe, *sets))
+    for step in (2, 4):
+        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+    assert max_diff(weights(one, 2), weights(one, 4)) > 1e-4
+    term = {"nudge_rl": "loss_term/context_distill", "f_hal": "loss_term/f_preference"}[recipe]
+    m1, m2 = metrics(one), metrics(two)
+    assert all(term in m for m in m2)
+    for a, b in zip(m1, m2):
+        for key in ("loss", "grad_norm", term):
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
     full = tmp_path / "a" / "run"

@@ -291,8 +291,10 @@ def test_config_pieces_and_list_index_overrides():
         load_config(overrides=["algorithm.loss_terms=[{name: f_preference}]"])
     from rlvr.train.distributed import DistributedSetupError, World, check_world
 
-    with pytest.raises(DistributedSetupError, match="preference pairs"):
-        check_world(load_config(recipe="f_hal", overrides=["rollout.prompts_per_step=4"]), World(0, 2))
+    # under torchrun the pairs' forwards run inside the micro-batch's DDP forward (tests/test_distributed.py)
+    check_world(load_config(recipe="f_hal", overrides=["rollout.prompts_per_step=4"]), World(0, 2))
+    with pytest.raises(DistributedSetupError, match="not divisible"):
+        check_world(load_config(recipe="f_hal", overrides=["rollout.prompts_per_step=4"]), World(0, 3))
 
 
 def test_the_recipe_trains_two_real_steps(tmp_path):

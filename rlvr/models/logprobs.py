@@ -157,5 +157,11 @@ class CompletionLogprobs(torch.nn.Module):
         self.model = model
 
     def forward(self, batch: RolloutBatch, temperature: float = 1.0, chunk_tokens: int = 4096,
-                with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return completion_logprobs(self.model, batch, temperature, chunk_tokens, with_entropy)
+                with_entropy: bool = False, also: tuple[RolloutBatch, ...] = ()) -> tuple:
+        """``(logp, entropy)`` of ``batch``; with ``also``, a third item: the log-probs of each of those
+        batches (without entropy), in the same forward call -- DDP prepares its gradient hooks once per
+        call, so every pass that the backward goes through must happen inside one."""
+        main = completion_logprobs(self.model, batch, temperature, chunk_tokens, with_entropy)
+        if not also:
+            return main
+        return (*main, tuple(completion_logprobs(self.model, b, temperature, chunk_tokens)[0] for b in also))

@@ -249,14 +249,6 @@ def check_world(cfg: Any, world: World) -> None:
         problems.append("rollout.max_staleness / rollout.stages (asynchronous rollouts) with "
                         "train.distributed.strategy=fsdp are not supported yet (the producer's snapshot needs the "
                         "whole model); use ddp")
-    from rlvr.config import algorithm_traits
-
-    if "context_logp" in algorithm_traits(cfg):
-        problems.append("loss terms over the plain prompts (context_distill) run a second forward before the "
-                        "backward, which DDP / FSDP do not support yet; use one process")
-    if "pair_batch" in algorithm_traits(cfg):
-        problems.append("loss terms on preference pairs (f_preference) run more forwards before the backward, "
-                        "which DDP / FSDP do not support yet; use one process")
     if cfg.sft.interleave_every and world.sharded:
         problems.append("sft.interleave_every (interleaved SFT phases) with train.distributed.strategy=fsdp is not "
                         "supported yet; use ddp")

@@ -115,7 +115,11 @@ def _clip_rule(alg: AlgorithmConfig):
 def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n_rows: int,
                 n_groups: int, minibatch: AggregationInputs | None = None) -> torch.Tensor:
     alg = s.algorithm
-    logp, entropy = module(micro, s.temperature, s.chunk_tokens, with_entropy=True)
+    side = _side_batches(micro, s)
+    out = module(micro, s.temperature, s.chunk_tokens, with_entropy=True, **({"also": tuple(side.values())}
+                                                                             if side else {}))
+    logp, entropy = out[0], out[1]
+    side_logp = dict(zip(side, out[2])) if side else {}
     mask = micro.completion_mask
     old = micro.old_logp if micro.old_logp is not None else logp.detach()
     inputs = ObjectiveInputs(logp, old, micro.advantages, mask, micro.behaviour_logp, entropy,
@@ -139,7 +143,7 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
         meter.tokens("kl", kl, mask)
         if s.kl_coef > 0:
             loss_tok = loss_tok + s.kl_coef * kl
-    terms_tok, terms_loss = _loss_terms(module, micro, inputs, s, meter)
+    terms_tok, terms_loss = _loss_terms(side_logp, micro, inputs, s, meter)
     loss_tok = loss_tok + terms_tok
     loss = aggregate(micro.loss_coef, loss_tok, mask) + (loss if loss is not None else 0.0) + terms_loss
     meter.tokens("entropy", entropy, mask)
@@ -155,10 +159,31 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
     return loss
 
 
-def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateSettings, meter: _Meter):
+def _side_batches(micro: RolloutBatch, s: UpdateSettings) -> dict[str, RolloutBatch]:
+    """The other rows the micro-batch's active loss terms score with gradient, by key: the rows under their
+    plain prompts (``"context"``, for ``context_logp`` terms) and each ``pair_batch`` term ``i``'s chosen and
+    rejected rows (``"pair.i.chosen"``, ``"pair.i.rejected"``). They go through the module in the micro-batch's
+    own forward call (:class:`CompletionLogprobs`' ``also``), as DDP and FSDP need."""
+    out: dict[str, RolloutBatch] = {}
+    for i, comp in enumerate(s.algorithm.loss_terms):
+        if term_weight(comp.params, s.step) == 0.0:
+            continue
+        traits = LOSS_TERMS.get(comp.name).traits
+        if "pair_batch" in traits:
+            rows = micro.pairs.get(i) if micro.pairs is not None else None
+            if rows is not None:
+                out[f"pair.{i}.chosen"], out[f"pair.{i}.rejected"] = rows.chosen, rows.rejected
+        elif "context_logp" in traits and micro.context is not None:
+            out["context"] = micro.context
+    return out
+
+
+def _loss_terms(side_logp: dict[str, torch.Tensor], micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateSettings,
+                meter: _Meter):
     """``(sum_k weight_k(step) * term_k`` over per-token terms ([N, T], or 0 without), the same over 0-dim
     ``pair_batch`` terms (or 0)), each term's value as a metric. A term with the ``context_logp`` trait gets
-    the log-probs over the rows' plain prompts, with gradient."""
+    the log-probs over the rows' plain prompts, with gradient (``side_logp``: :func:`_side_batches`' rows'
+    log-probs from the micro-batch's forward)."""
     alg, step = s.algorithm, s.step
     total, reduced = 0.0, 0.0
     names = [comp.name for comp in alg.loss_terms]
@@ -170,7 +195,7 @@ def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateS
         entry = LOSS_TERMS.get(comp.name)
         label = comp.name if names.count(comp.name) == 1 else f"{comp.name}.{i}"
         if "pair_batch" in entry.traits:  # a 0-dim loss on the step's preference pairs, once per minibatch
-            val = _pair_term(module, micro, i, comp, entry, inputs, s, meter, label)
+            val = _pair_term(side_logp, micro, i, comp, entry, inputs, meter, label)
             if val is not None:
                 meter.scalars[f"loss_term/{label}_weight"].append(weight)
                 reduced = reduced + weight * val
@@ -179,7 +204,7 @@ def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateS
             if micro.context is None:
                 raise ValueError(f"loss term {comp.name!r} needs completions sampled under a context "
                                  "(rollout.contexts), and this batch has none")
-            plain, _ = module(micro.context, s.temperature, s.chunk_tokens)
+            plain = side_logp["context"]
             inputs = replace(inputs, extras={**inputs.extras, "context_logp": plain})
         tok, metrics = entry.fn(inputs, comp.params)
         tok = loss_term_shape(entry, tok, inputs.mask)
@@ -191,7 +216,7 @@ def _loss_terms(module, micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateS
     return total, reduced
 
 
-def _pair_term(module, micro: RolloutBatch, i: int, comp, entry, inputs: ObjectiveInputs, s: UpdateSettings,
+def _pair_term(side_logp: dict[str, torch.Tensor], micro: RolloutBatch, i: int, comp, entry, inputs: ObjectiveInputs,
                meter: _Meter, label: str) -> torch.Tensor | None:
     """Loss term ``i`` (trait ``pair_batch``) on the step's preference pairs (:attr:`RolloutBatch.pairs`): the
     policy's log-probs of both sides with gradient, beside their reference log-probs and masks, as extras
@@ -206,7 +231,7 @@ def _pair_term(module, micro: RolloutBatch, i: int, comp, entry, inputs: Objecti
     extras = {}
     for side in ("chosen", "rejected"):
         rb = getattr(rows, side)
-        lp, _ = module(rb, s.temperature, s.chunk_tokens)
+        lp = side_logp[f"pair.{i}.{side}"]
         extras.update({f"pair_{side}_logp": lp, f"pair_{side}_ref_logp": rb.ref_logp,
                        f"pair_{side}_mask": rb.completion_mask})
     val, metrics = entry.fn(replace(inputs, extras={**inputs.extras, **extras}), comp.params)

@@ -203,9 +203,11 @@ def test_config_checks():
                                "rollout.guidance.fraction=0.5"])
     from rlvr.train.distributed import DistributedSetupError, World, check_world
 
+    # under torchrun the plain-prompt forward runs inside the micro-batch's DDP forward (tests/test_distributed.py)
     cfg = load_config(recipe="nudge_rl", overrides=["rollout.prompts_per_step=4"])
-    with pytest.raises(DistributedSetupError, match="context_distill"):
-        check_world(cfg, World(0, 2))
+    check_world(cfg, World(0, 2))
+    with pytest.raises(DistributedSetupError, match="not divisible"):
+        check_world(cfg, World(0, 3))
 
 
 def test_the_recipe_trains_and_reports_its_metrics(tiny_cfg_overrides):
