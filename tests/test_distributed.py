@@ -124,6 +124,26 @@ def test_loss_terms_with_forwards_of_their_own_train_alike_on_two_ranks(tmp_path
 
 
 @pytest.mark.distributed
+def test_a_critic_trains_alike_on_two_ranks(tmp_path):
+    # PPO's value model, two bootstrapped heads: old values gathered by groups, micro-batches dealt to the
+    # ranks (16 rows in micro-batches of 6: rank 0 runs two, rank 1 one), gradients summed over ranks
+    sets = ["--recipe", "ppo", "--set", "algorithm.critic.heads=2", "--set", "algorithm.critic.bootstrap=0.75",
+            "--set", "algorithm.critic.lr=0.001"]
+    one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+    ok(run(one, 1, *sets))
+    ok(run(two, 2, *sets))
+    for step in (2, 4):
+        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+        critic = [load_file(str(r / "checkpoints" / f"step_{step:06d}" / "critic.safetensors")) for r in (one, two)]
+        assert max_diff(*critic) <= 1e-6, step
+    first = load_file(str(one / "checkpoints" / "step_000002" / "critic.safetensors"))
+    assert max_diff(first, load_file(str(one / "checkpoints" / "step_000004" / "critic.safetensors"))) > 1e-4
+    for a, b in zip(metrics(one), metrics(two)):
+        for key in ("loss", "critic/loss", "critic/value_mean", "critic/grad_norm", "critic/clip_frac"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
     full = tmp_path / "a" / "run"

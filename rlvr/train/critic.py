@@ -20,9 +20,15 @@ policy's logits. Each step:
   step's seed, so K heads become an ensemble whose spread measures how unfamiliar a state is (CDE).
 
 Checkpoints hold ``critic.safetensors`` (weights) and ``critic_optimizer.safetensors`` + ``critic.json``
-(the AdamW state), so a resumed run continues the critic it had. Not supported yet: a LoRA policy
-(``model.lora``) and several ranks (``torchrun``), which are config errors. Metrics ``critic/{loss,
-value_mean, return_mean, explained_variance, clip_frac, grad_norm}``.
+(the AdamW state), so a resumed run continues the critic it had. Metrics ``critic/{loss, value_mean,
+return_mean, explained_variance, clip_frac, grad_norm}``.
+
+Under ``torchrun`` (DDP) every rank holds the whole critic, as it holds the whole policy: the old values are
+computed by whole groups on each rank and gathered, each minibatch's micro-batches are dealt round-robin to
+the ranks, and their gradients summed over ranks before the (identical) optimizer step, so every rank's
+critic stays equal to a one-process run's. Not supported yet: a LoRA policy (``model.lora``: the critic
+copies the full trunk) and FSDP (the critic would be a full replica beside a sharded policy), which are
+config errors.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from rlvr.core.batch import RolloutBatch
 from rlvr.core.optim_state import load_trained, save_trained, trained_meta
 from rlvr.models.logprobs import trunk_hidden
 from rlvr.models.lora import has_lora
+from rlvr.train.distributed import World
 
 __all__ = ["Critic", "build_critic", "value_loss"]
 
@@ -57,8 +64,9 @@ class Critic:
     """A value model with ``cfg.heads`` heads on a copy of ``model``'s trunk."""
 
     def __init__(self, model, cfg, device: torch.device, micro_batch_size: int, gamma: float = 1.0,
-                 lam: float = 1.0, bonus: float = 0.0, bonus_clip: float | None = None):
+                 lam: float = 1.0, bonus: float = 0.0, bonus_clip: float | None = None, world: Any = None):
         self.cfg, self.micro = cfg, micro_batch_size
+        self.world = world if world is not None else World()
         self.gamma, self.lam, self.bonus, self.bonus_clip = gamma, lam, bonus, bonus_clip
         trunk = copy.deepcopy(getattr(model, model.base_model_prefix))
         hidden = model.get_output_embeddings().in_features
@@ -103,6 +111,11 @@ class Critic:
         memo = self._memo
         if memo is not None and memo[0].shape == batch.input_ids.shape and torch.equal(memo[0], batch.input_ids.cpu()):
             return memo[1]
+        if self.world.distributed:  # each rank's groups, gathered
+            t = batch.completion_mask.shape[1]
+            return self.world.gather_rows(batch.size, batch.group_index,
+                                          lambda rows: {"v": self.values(batch.select(rows.to(batch.input_ids.device)))}
+                                          )["v"][:, :t]
         return self.values(batch)
 
     def targets(self, batch: RolloutBatch, old: torch.Tensor) -> torch.Tensor:
@@ -136,7 +149,8 @@ class Critic:
                 if denom == 0:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
-                for s in range(0, len(part), self.micro):
+                chunks = list(range(0, len(part), self.micro))
+                for s in chunks[self.world.rank:: self.world.size]:  # this rank's micro-batches
                     rows = part[s: s + self.micro]
                     mb = batch.select(rows.to(dev)).trim()
                     t = mb.completion_mask.shape[1]
@@ -147,6 +161,7 @@ class Critic:
                     loss = (loss_tok * wk).sum() / denom
                     loss.backward()
                     sums["loss"] += float(loss.detach())
+                self._sum_grads()
                 norm = (torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
                         if cfg.max_grad_norm is not None else _grad_norm(self.net))
                 self.optimizer.step()
@@ -154,6 +169,7 @@ class Critic:
                 sums["tok"] += denom
                 sums["steps"] += 1
         self._memo = None
+        sums["loss"], sums["clip"] = self.world.sum([sums["loss"], sums["clip"]])
         sel = mask.bool()
         v_mean, g_mean = old.mean(-1)[sel], ret.mean(-1)[sel].float()
         var = float(g_mean.var()) if g_mean.numel() > 1 else 0.0
@@ -163,6 +179,16 @@ class Critic:
                 "critic/explained_variance": 1.0 - float((g_mean - v_mean).var()) / var if var > 0 else 0.0,
                 "critic/clip_frac": sums["clip"] / sums["tok"] if sums["tok"] else 0.0,
                 "critic/grad_norm": sums["norm"] / steps}
+
+    def _sum_grads(self) -> None:
+        """Every rank's gradients summed (each rank ran its share of the minibatch's micro-batches)."""
+        if not self.world.distributed:
+            return
+        params = list(self.net.parameters())
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        self.world.all_reduce_(flat)
+        for p, g in zip(params, flat.split([p.numel() for p in params])):
+            p.grad = g.view_as(p).clone()
 
     def save(self, folder: str | Path) -> None:
         save_trained(folder, "critic", self.net, self.optimizer, heads=self.cfg.heads)
@@ -192,8 +218,9 @@ def build_critic(cfg, model, device: torch.device, world: Any = None) -> Critic 
         raise ValueError("algorithm.critic is set but no component reads its values (the gae advantage does)")
     if has_lora(model):
         raise ValueError("algorithm.critic does not support model.lora yet (the critic copies the full trunk)")
-    if world is not None and world.distributed:
-        raise ValueError("algorithm.critic does not support several ranks (torchrun) yet; run on one process")
+    if world is not None and world.sharded:
+        raise ValueError("algorithm.critic with train.distributed.strategy=fsdp is not supported yet (the critic "
+                         "would be a full replica beside the sharded policy); use ddp")
     p = cfg.algorithm.advantage.params  # the critic's returns use the advantage's discount, lambda and bonus
     return Critic(model, c, device, cfg.train.micro_batch_size, getattr(p, "gamma", 1.0), getattr(p, "lam", 1.0),
-                  getattr(p, "std_bonus", 0.0), getattr(p, "std_bonus_clip", None))
+                  getattr(p, "std_bonus", 0.0), getattr(p, "std_bonus_clip", None), world)

@@ -104,6 +104,14 @@ class World:
         dist.all_reduce(t, group=self.group)
         return t.tolist()
 
+    def all_reduce_(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` summed over ranks, in place (on the backend's device: CPU for gloo, the rank's GPU for NCCL)."""
+        if self.distributed:
+            import torch.distributed as dist
+
+            dist.all_reduce(t, group=self.group)
+        return t
+
     def any(self, flag: Any) -> Any:
         """``flag`` of the first rank on which it is truthy (``None`` when none is): all ranks agree."""
         if not self.distributed:
