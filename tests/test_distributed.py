@@ -144,6 +144,33 @@ def test_a_critic_trains_alike_on_two_ranks(tmp_path):
 
 
 @pytest.mark.distributed
+def test_a_discriminator_trains_alike_on_two_ranks(tmp_path):
+    # PRISM's alignment advantage for the first 3 steps (the discriminator scores and trains on each rank's
+    # groups, gradients summed), then plain GRPO at step 4 (no rank scores: every rank skips its update)
+    sets = ["--set", "algorithm.advantage_transforms=[{name: prism, steps: 3}]",
+            "--set", "algorithm.discriminator.enabled=true", "--set", "algorithm.discriminator.format=null",
+            "--set", "algorithm.discriminator.perception_tag=null", "--set", "algorithm.discriminator.lr=0.001",
+            # scores of O(1), not the default initialisation's O(1e-3): the group normalisation divides the
+            # scores' float rounding (which differs with how rows are batched) by their spread in the group
+            "--set", "algorithm.discriminator.init_std=1.0"]
+    one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+    ok(run(one, 1, *sets))
+    ok(run(two, 2, *sets))
+    for step in (2, 4):
+        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+        disc = [load_file(str(r / "checkpoints" / f"step_{step:06d}" / "discriminator.safetensors"))
+                for r in (one, two)]
+        assert max_diff(*disc) <= 1e-6, step
+    m1, m2 = metrics(one), metrics(two)
+    assert [("discriminator/loss" in m) for m in m2] == [True, True, True, False]
+    for a, b in zip(m1, m2):
+        for key in ("loss", "discriminator/loss", "discriminator/acc", "discriminator/pairs",
+                    "discriminator/grad_norm"):
+            if key in a or key in b:
+                assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
     full = tmp_path / "a" / "run"

@@ -161,7 +161,7 @@ class Critic:
                     loss = (loss_tok * wk).sum() / denom
                     loss.backward()
                     sums["loss"] += float(loss.detach())
-                self._sum_grads()
+                self.world.sum_grads_(self.net.parameters())
                 norm = (torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
                         if cfg.max_grad_norm is not None else _grad_norm(self.net))
                 self.optimizer.step()
@@ -179,16 +179,6 @@ class Critic:
                 "critic/explained_variance": 1.0 - float((g_mean - v_mean).var()) / var if var > 0 else 0.0,
                 "critic/clip_frac": sums["clip"] / sums["tok"] if sums["tok"] else 0.0,
                 "critic/grad_norm": sums["norm"] / steps}
-
-    def _sum_grads(self) -> None:
-        """Every rank's gradients summed (each rank ran its share of the minibatch's micro-batches)."""
-        if not self.world.distributed:
-            return
-        params = list(self.net.parameters())
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        self.world.all_reduce_(flat)
-        for p, g in zip(params, flat.split([p.numel() for p in params])):
-            p.grad = g.view_as(p).clone()
 
     def save(self, folder: str | Path) -> None:
         save_trained(folder, "critic", self.net, self.optimizer, heads=self.cfg.heads)

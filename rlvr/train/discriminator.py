@@ -34,7 +34,10 @@ it is a copy of the policy's trunk at the start of RL (the post-SFT model, as th
 (the reference's ``critic_warmup`` is 0 in the alignment script too).
 
 Checkpoints hold ``discriminator.safetensors``, ``discriminator_optimizer.safetensors`` and
-``discriminator.json``. A LoRA policy and several ranks are config errors (as for the critic). Metrics
+``discriminator.json``. Under ``torchrun`` (DDP) every rank holds the whole discriminator: each scores and
+trains on the rows of its own groups, the loss normalised by the global pair count, and the gradients are
+summed over ranks before the same AdamW step everywhere. A LoRA policy and FSDP are config errors (as for
+the critic). Metrics
 ``discriminator/{loss, acc, perception_acc, reasoning_acc, pairs, student_mean, teacher_mean, grad_norm}``.
 """
 
@@ -53,6 +56,7 @@ from rlvr.core.optim_state import load_trained, save_trained, trained_meta
 from rlvr.core.types import Completion, Example
 from rlvr.models.logprobs import trunk_hidden
 from rlvr.models.lora import has_lora
+from rlvr.train.distributed import World
 
 __all__ = ["Discriminator", "build_discriminator", "split_text", "pairwise_loss", "read_demos"]
 
@@ -102,8 +106,9 @@ class Discriminator:
     """Perception and reasoning experts on a copy of ``model``'s trunk."""
 
     def __init__(self, model, tokenizer, cfg, device: torch.device, micro_batch_size: int,
-                 demos: dict[str, str] | None = None):
+                 demos: dict[str, str] | None = None, world: Any = None):
         self.cfg, self.tok, self.micro, self.demos = cfg, tokenizer, micro_batch_size, demos
+        self.world = world if world is not None else World()
         self.fmt = re.compile(cfg.format, re.DOTALL) if cfg.format is not None else None
         self.experts = EXPERTS if cfg.perception_tag is not None else EXPERTS[1:]
         trunk = copy.deepcopy(getattr(model, model.base_model_prefix))
@@ -186,21 +191,24 @@ class Discriminator:
         """One optimizer step on the pairs of the rows last scored (after the policy's update); {} when
         nothing was scored this step."""
         memo, self._memo = self._memo, None
-        if memo is None:
-            return {}
         pairs = []
-        for comp, ex, student in memo:
+        for comp, ex, student in memo or ():
             teacher = self._teacher_spans(ex) if student is not None else None
             if teacher is not None:
                 pairs.append((comp, student, teacher))
-        if not pairs:
+        # (several ranks: each holds the pairs of its own groups; every rank takes part in the sums)
+        scored, n = self.world.sum([float(memo is not None), float(len(pairs))]) if self.world.distributed else (
+            float(memo is not None), float(len(pairs)))
+        if not scored:
+            return {}
+        if not n:
             return {"discriminator/pairs": 0.0}
         self.net.train()
         self.optimizer.zero_grad(set_to_none=True)
-        n, total, sums = len(pairs), 0.0, {f"{e}_acc": 0.0 for e in self.experts}
+        n, total, sums = int(n), 0.0, {f"{e}_acc": 0.0 for e in self.experts}
         sums.update(student=0.0, teacher=0.0)
         n_scores = 2 * len(self.experts) * n
-        for s in range(0, n, self.micro):
+        for s in range(0, len(pairs), self.micro):
             part = pairs[s: s + self.micro]
             loss = torch.zeros((), device=next(self.net.parameters()).device)
             for e in self.experts:
@@ -213,6 +221,11 @@ class Discriminator:
                 sums["teacher"] += float(te.detach().sum())
             loss.backward()
             total += float(loss.detach())
+        if self.world.distributed:
+            self.world.sum_grads_(self.net.parameters())
+            keys = ["student", "teacher", *(f"{e}_acc" for e in self.experts)]
+            total, *vals = self.world.sum([total, *(sums[k] for k in keys)])
+            sums = dict(zip(keys, vals))
         params = [p for p in self.net.parameters() if p.grad is not None]
         norm = (torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm) if self.cfg.max_grad_norm
                 else torch.stack([p.grad.norm() for p in params]).norm() if params else torch.tensor(0.0))
@@ -260,8 +273,9 @@ def build_discriminator(cfg, model, tokenizer, task, device: torch.device, world
                          "advantage transform does)")
     if has_lora(model):
         raise ValueError("algorithm.discriminator does not support model.lora yet (it copies the full trunk)")
-    if world is not None and world.distributed:
-        raise ValueError("algorithm.discriminator does not support several ranks (torchrun) yet; run on one process")
+    if world is not None and world.sharded:
+        raise ValueError("algorithm.discriminator with train.distributed.strategy=fsdp is not supported yet (it would "
+                         "be a full replica beside the sharded policy); use ddp")
     demos = read_demos(d.demos) if d.demos is not None else None
     fmt = re.compile(d.format, re.DOTALL) if d.format is not None else None
     sample = task.examples("train")[:200]
@@ -271,4 +285,4 @@ def build_discriminator(cfg, model, tokenizer, task, device: torch.device, world
         raise ValueError(f"none of the first {len(sample)} train examples has a well-formed demonstration in {where} "
                          f"(algorithm.discriminator.format {d.format!r}, perception_tag {d.perception_tag!r}); "
                          "the discriminator would have nothing to learn from")
-    return Discriminator(model, tokenizer, d, device, cfg.train.micro_batch_size, demos)
+    return Discriminator(model, tokenizer, d, device, cfg.train.micro_batch_size, demos, world)

@@ -112,6 +112,18 @@ class World:
             dist.all_reduce(t, group=self.group)
         return t
 
+    def sum_grads_(self, params: Sequence[torch.nn.Parameter]) -> None:
+        """Every rank's gradients of ``params`` summed, in place (one all-reduce; a missing gradient counts as
+        zeros): for models trained beside the policy outside DDP, each rank having run its share of the
+        micro-batches."""
+        if not self.distributed:
+            return
+        params = list(params)
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        self.all_reduce_(flat)
+        for p, g in zip(params, flat.split([p.numel() for p in params])):
+            p.grad = g.view_as(p).clone()
+
     def any(self, flag: Any) -> Any:
         """``flag`` of the first rank on which it is truthy (``None`` when none is): all ranks agree."""
         if not self.distributed:
