@@ -162,15 +162,51 @@ def test_bad_settings_are_config_errors(bad, match):
         load_config(recipe="ppo", overrides=bad)
 
 
-def test_a_critic_nothing_reads_and_a_lora_critic_are_refused(tmp_path):
+def test_a_critic_nothing_reads_is_refused(tmp_path):
     from rlvr.config import needs_reference
     from rlvr.models.loading import load_model
     from rlvr.train.setup import build_components, build_task
 
-    for extra, match in ((["algorithm.advantage={name: grpo}"], "no component reads its values"),
-                         (["model.lora.rank=4"], "model.lora")):
-        cfg = load_config(recipe="ppo", overrides=tiny_overrides(tmp_path) + extra)
-        model, tok = load_model(cfg.model, seed=0)
-        assert not needs_reference(cfg)
-        with pytest.raises(ValueError, match=match):
-            build_components(cfg, model, tok, build_task(cfg))
+    cfg = load_config(recipe="ppo", overrides=tiny_overrides(tmp_path) + ["algorithm.advantage={name: grpo}"])
+    model, tok = load_model(cfg.model, seed=0)
+    assert not needs_reference(cfg)
+    with pytest.raises(ValueError, match="no component reads its values"):
+        build_components(cfg, model, tok, build_task(cfg))
+
+
+def test_with_a_lora_policy_the_critic_trains_adapters_of_its_own_on_the_merged_weights(tmp_path):
+    from rlvr.models.loading import load_model
+    from rlvr.models.lora import inference_state_dict
+    from rlvr.train.setup import build_components, build_task
+
+    cfg = load_config(recipe="ppo", overrides=tiny_overrides(tmp_path) + [
+        "model.lora.rank=4", "algorithm.critic.lr=1e-2"])
+    model, tok = load_model(cfg.model, seed=0)
+    c = build_components(cfg, model, tok, build_task(cfg))
+    with torch.no_grad():  # the policy's adapters move off zero, so merged differs from the base
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.1)
+    critic = type(c.critic)(model, cfg.algorithm.critic, "cpu", 4)
+    trainable = {n for n, p in critic.net.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n or n.startswith("head.") for n in trainable)
+    assert any(n.startswith("head.") for n in trainable) and any("lora_" in n for n in trainable)
+    merged = inference_state_dict(model)
+    frozen = {n.replace(".base_layer", ""): p for n, p in critic.net["trunk"].named_parameters() if "lora_" not in n}
+    for name, p in frozen.items():  # the critic's frozen trunk is the policy's merged weights
+        assert torch.equal(p, merged[f"{model.base_model_prefix}.{name}"]), name
+    opt_params = {id(p) for g in critic.optimizer.param_groups for p in g["params"]}
+    assert opt_params == {id(p) for p in critic.net.parameters() if p.requires_grad}  # adapters' state only
+    before = {n: p.detach().clone() for n, p in critic.net.named_parameters()}
+    critic.update(_batch(rewards=(1.0, 0.0), lengths=(3, 2)), seed=0)
+    moved = {n for n, p in critic.net.named_parameters() if not torch.equal(p, before[n])}
+    assert moved and moved <= trainable
+
+
+def test_a_lora_ppo_run_trains_and_resumes_with_its_critic(tmp_path):
+    res = train_and_resume("ppo", tmp_path, ["model.lora.rank=4", "algorithm.critic.lr=1e-3"])
+    full, part = res["weights"]
+    assert full.keys() == part.keys() and all(torch.equal(full[k], part[k]) for k in full)
+    ck = [load_file(str(tmp_path / run / "checkpoints" / "step_000004" / "critic.safetensors"))
+          for run in ("run", "part")]
+    assert all(torch.equal(ck[0][k], ck[1][k]) for k in ck[0]) and any("lora_" in k for k in ck[0])

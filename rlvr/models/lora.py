@@ -26,7 +26,7 @@ from typing import Any
 from rlvr.lazy import no_grad, torch
 from rlvr.models.config import LoRAConfig
 
-__all__ = ["LoRAConfig", "apply_lora", "has_lora", "inference_state_dict", "save_adapter", "load_adapter",
+__all__ = ["LoRAConfig", "apply_lora", "has_lora", "side_trunk", "inference_state_dict", "save_adapter", "load_adapter",
            "merged_copy", "is_adapter_dir", "LoRAError"]
 
 ADAPTER_FILE, CONFIG_FILE = "adapter_model.safetensors", "adapter_config.json"
@@ -152,6 +152,25 @@ def merged_copy(model: torch.nn.Module) -> torch.nn.Module:
         plain.tie_weights()
     plain.to(next(model.parameters()).dtype)
     return plain
+
+
+def side_trunk(model: torch.nn.Module) -> torch.nn.Module:
+    """A trainable copy of ``model``'s trunk for a model trained beside the policy (the critic, PRISM's
+    discriminator). Without adapters: a plain copy, every weight trainable. With them: the policy's merged
+    weights, frozen, carrying fresh adapters of the policy's own configuration (``model.lora``), the only
+    part of the trunk that trains, so the side model costs adapters' optimizer state as the policy does."""
+    import copy
+
+    if not has_lora(model):
+        return copy.deepcopy(getattr(model, model.base_model_prefix)).requires_grad_(True)
+    cfg = LoRAConfig(**model.config.rlvr_lora)
+    plain = merged_copy(model)
+    trunk = getattr(plain, plain.base_model_prefix)
+    try:
+        return apply_lora(trunk, cfg)
+    except LoRAError as e:
+        raise LoRAError(f"a model trained beside the policy (critic, discriminator) takes adapters on a copy of the "
+                        f"policy's trunk, and {e}") from None
 
 
 def describe(model: torch.nn.Module, optimizer: Any | None = None) -> dict[str, float]:

@@ -26,14 +26,14 @@ return_mean, explained_variance, clip_frac, grad_norm}``.
 Under ``torchrun`` (DDP) every rank holds the whole critic, as it holds the whole policy: the old values are
 computed by whole groups on each rank and gathered, each minibatch's micro-batches are dealt round-robin to
 the ranks, and their gradients summed over ranks before the (identical) optimizer step, so every rank's
-critic stays equal to a one-process run's. Not supported yet: a LoRA policy (``model.lora``: the critic
-copies the full trunk) and FSDP (the critic would be a full replica beside a sharded policy), which are
-config errors.
+critic stays equal to a one-process run's. FSDP is not supported yet (the critic would be a full replica
+beside the sharded policy), a config error. With a LoRA policy (``model.lora``) the critic's trunk is the
+policy's merged weights, frozen, with adapters of the same configuration of its own: only they and the
+heads train (:func:`rlvr.models.lora.side_trunk`).
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from rlvr.config import algorithm_needs
 from rlvr.core.batch import RolloutBatch
 from rlvr.core.optim_state import load_trained, save_trained, trained_meta
 from rlvr.models.logprobs import trunk_hidden
-from rlvr.models.lora import has_lora
+from rlvr.models.lora import side_trunk
 from rlvr.train.distributed import World
 
 __all__ = ["Critic", "build_critic", "value_loss"]
@@ -68,15 +68,14 @@ class Critic:
         self.cfg, self.micro = cfg, micro_batch_size
         self.world = world if world is not None else World()
         self.gamma, self.lam, self.bonus, self.bonus_clip = gamma, lam, bonus, bonus_clip
-        trunk = copy.deepcopy(getattr(model, model.base_model_prefix))
+        trunk = side_trunk(model)  # with a LoRA policy: merged weights, frozen, adapters of its own
         hidden = model.get_output_embeddings().in_features
         head = torch.nn.Linear(hidden, cfg.heads)
         with torch.no_grad():
             head.weight.normal_(0.0, cfg.init_std) if cfg.init_std > 0 else head.weight.zero_()
             head.bias.zero_()
         self.net = torch.nn.ModuleDict({"trunk": trunk, "head": head.to(next(trunk.parameters()).dtype)}).to(device)
-        self.net.requires_grad_(True)
-        self.optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW([q for q in self.net.parameters() if q.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
         self._memo: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def _forward(self, mb: RolloutBatch) -> torch.Tensor:
@@ -161,7 +160,7 @@ class Critic:
                     loss = (loss_tok * wk).sum() / denom
                     loss.backward()
                     sums["loss"] += float(loss.detach())
-                self.world.sum_grads_(self.net.parameters())
+                self.world.sum_grads_([q for q in self.net.parameters() if q.requires_grad])
                 norm = (torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
                         if cfg.max_grad_norm is not None else _grad_norm(self.net))
                 self.optimizer.step()
@@ -206,8 +205,6 @@ def build_critic(cfg, model, device: torch.device, world: Any = None) -> Critic 
         return None
     if not {"values", "values_std"} & algorithm_needs(cfg):
         raise ValueError("algorithm.critic is set but no component reads its values (the gae advantage does)")
-    if has_lora(model):
-        raise ValueError("algorithm.critic does not support model.lora yet (the critic copies the full trunk)")
     if world is not None and world.sharded:
         raise ValueError("algorithm.critic with train.distributed.strategy=fsdp is not supported yet (the critic "
                          "would be a full replica beside the sharded policy); use ddp")

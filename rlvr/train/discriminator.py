@@ -36,14 +36,13 @@ it is a copy of the policy's trunk at the start of RL (the post-SFT model, as th
 Checkpoints hold ``discriminator.safetensors``, ``discriminator_optimizer.safetensors`` and
 ``discriminator.json``. Under ``torchrun`` (DDP) every rank holds the whole discriminator: each scores and
 trains on the rows of its own groups, the loss normalised by the global pair count, and the gradients are
-summed over ranks before the same AdamW step everywhere. A LoRA policy and FSDP are config errors (as for
-the critic). Metrics
+summed over ranks before the same AdamW step everywhere. FSDP is a config error (as for the critic). With a
+LoRA policy the trunk copy is the merged weights, frozen, with adapters of its own (as the critic's). Metrics
 ``discriminator/{loss, acc, perception_acc, reasoning_acc, pairs, student_mean, teacher_mean, grad_norm}``.
 """
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,7 +54,7 @@ from rlvr.core.jsonl import iter_jsonl
 from rlvr.core.optim_state import load_trained, save_trained, trained_meta
 from rlvr.core.types import Completion, Example
 from rlvr.models.logprobs import trunk_hidden
-from rlvr.models.lora import has_lora
+from rlvr.models.lora import side_trunk
 from rlvr.train.distributed import World
 
 __all__ = ["Discriminator", "build_discriminator", "split_text", "pairwise_loss", "read_demos"]
@@ -111,7 +110,7 @@ class Discriminator:
         self.world = world if world is not None else World()
         self.fmt = re.compile(cfg.format, re.DOTALL) if cfg.format is not None else None
         self.experts = EXPERTS if cfg.perception_tag is not None else EXPERTS[1:]
-        trunk = copy.deepcopy(getattr(model, model.base_model_prefix))
+        trunk = side_trunk(model)  # with a LoRA policy: merged weights, frozen, adapters of its own
         hidden = model.get_output_embeddings().in_features
         heads = {}
         for e in self.experts:
@@ -123,8 +122,7 @@ class Discriminator:
             heads[e] = head
         dtype = next(trunk.parameters()).dtype
         self.net = torch.nn.ModuleDict({"trunk": trunk, "heads": torch.nn.ModuleDict(heads).to(dtype)}).to(device)
-        self.net.requires_grad_(True)
-        self.optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW([q for q in self.net.parameters() if q.requires_grad], lr=cfg.lr, weight_decay=0.0)
         self._memo: list[tuple[Completion, Example, dict | None]] | None = None
         self._demo_spans: dict[str, dict[str, list[int]] | None] = {}  # example id -> its demonstration's spans
 
@@ -222,7 +220,7 @@ class Discriminator:
             loss.backward()
             total += float(loss.detach())
         if self.world.distributed:
-            self.world.sum_grads_(self.net.parameters())
+            self.world.sum_grads_([q for q in self.net.parameters() if q.requires_grad])
             keys = ["student", "teacher", *(f"{e}_acc" for e in self.experts)]
             total, *vals = self.world.sum([total, *(sums[k] for k in keys)])
             sums = dict(zip(keys, vals))
@@ -271,8 +269,6 @@ def build_discriminator(cfg, model, tokenizer, task, device: torch.device, world
     if not _READS & algorithm_needs(cfg):
         raise ValueError("algorithm.discriminator is enabled but no component reads its scores (the prism "
                          "advantage transform does)")
-    if has_lora(model):
-        raise ValueError("algorithm.discriminator does not support model.lora yet (it copies the full trunk)")
     if world is not None and world.sharded:
         raise ValueError("algorithm.discriminator with train.distributed.strategy=fsdp is not supported yet (it would "
                          "be a full replica beside the sharded policy); use ddp")

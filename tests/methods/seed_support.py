@@ -26,7 +26,9 @@ def _state(run: Path, step: int) -> dict:
 
 
 def _weights(run: Path, step: int) -> dict[str, torch.Tensor]:
-    return load_file(str(run / "checkpoints" / f"step_{step:06d}" / "model" / "model.safetensors"))
+    folder = run / "checkpoints" / f"step_{step:06d}" / "model"
+    full = folder / "model.safetensors"  # a LoRA run's checkpoint holds the adapter alone
+    return load_file(str(full if full.is_file() else folder / "adapter_model.safetensors"))
 
 
 def train_and_resume(recipe: str, tmp_path: Path, overrides: list[str] = ()) -> dict:

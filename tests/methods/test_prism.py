@@ -270,6 +270,29 @@ def test_the_discriminator_learns_to_rank_demonstrations_first():
     assert float(top["disc_reasoning"][0]) > float(low["disc_reasoning"].max())
 
 
+def test_with_a_lora_policy_only_the_discriminators_own_adapters_and_experts_learn():
+    from rlvr.models.lora import apply_lora
+    from rlvr.models.config import LoRAConfig
+
+    torch.manual_seed(0)
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), tok,
+                             seed=0)
+    apply_lora(model, LoRAConfig(rank=4))
+    d = Discriminator(model, tok, DiscriminatorConfig(enabled=True, lr=1e-2), torch.device("cpu"), micro_batch_size=2)
+    trainable = {n for n, p in d.net.named_parameters() if p.requires_grad}
+    assert all("lora_" in n or n.startswith("heads.") for n in trainable)
+    assert any("lora_" in n for n in trainable) and any(n.startswith("heads.") for n in trainable)
+    before = {n: p.detach().clone() for n, p in d.net.named_parameters()}
+    policy = {n: p.detach().clone() for n, p in model.named_parameters()}
+    comps = _rows(tok, [DEMO.replace("2", "3"), DEMO.replace("red", "blue")])
+    d.extras(comps, [Example(c.example_id, "q:", "2", target=DEMO) for c in comps])
+    assert d.update()["discriminator/pairs"] == 2
+    moved = {n for n, p in d.net.named_parameters() if not torch.equal(p, before[n])}
+    assert moved and moved <= trainable
+    assert all(torch.equal(p, policy[n]) for n, p in model.named_parameters())  # a copy: the policy is untouched
+
+
 def test_demos_file_is_read_by_id_and_bad_lines_are_named(tmp_path):
     f = tmp_path / "d.jsonl"
     f.write_text(json.dumps({"id": "a", "response": "x"}) + "\n" + json.dumps({"id": 3, "response": "y"}) + "\n")
