@@ -42,7 +42,9 @@ def ok(proc: subprocess.CompletedProcess) -> None:
 
 
 def weights(run_dir: Path, step: int) -> dict[str, torch.Tensor]:
-    return load_file(str(run_dir / "checkpoints" / f"step_{step:06d}" / "model" / "model.safetensors"))
+    folder = run_dir / "checkpoints" / f"step_{step:06d}" / "model"
+    full = folder / "model.safetensors"  # a LoRA run's checkpoint holds the adapter alone
+    return load_file(str(full if full.is_file() else folder / "adapter_model.safetensors"))
 
 
 # The key bias's gradient is zero in exact arithmetic (it adds q . b to every logit of a query alike, which
@@ -71,6 +73,9 @@ CASES = {
     "async_staleness": ["--set", "rollout.max_staleness=1", "--set", "algorithm.correction=tis"],
     # interleaved SFT phases: every rank trains the same phase, rank 0's weights are broadcast after it
     "interleaved_sft": ["--set", "sft.interleave_every=2", "--set", "sft.interleave_steps=2"],
+    # LoRA adapters sharded by FSDP2 beside the frozen base (checkpoints gather the adapters alone)
+    "fsdp_lora": ["--set", "train.distributed.strategy=fsdp", "--set", "model.lora.rank=4", "--set",
+                  "model.lora.alpha=8"],
     "dapo_kl": ["--set", "algorithm.kl.coef=0.05", "--set", "algorithm.dynamic_sampling.enabled=true",
                 "--set", "algorithm.dynamic_sampling.batch_prompts=2", "--set", "algorithm.aggregation.name=token_mean"],
 }
@@ -171,10 +176,12 @@ def test_a_discriminator_trains_alike_on_two_ranks(tmp_path):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "fsdp+lora"])
 def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
     full = tmp_path / "a" / "run"
-    ok(run(full, 2, "--set", f"train.distributed.strategy={strategy}"))
+    lora = ["--set", "model.lora.rank=4"] if strategy.endswith("+lora") else []
+    strategy = strategy.removesuffix("+lora")
+    ok(run(full, 2, "--set", f"train.distributed.strategy={strategy}", *lora))
     if strategy == "fsdp":  # the optimizer state is sharded: one DCP file per rank, no safetensors copy
         ckpt = full / "checkpoints" / "step_000002"
         assert len(list((ckpt / "optimizer_dcp").glob("*.distcp"))) == 2

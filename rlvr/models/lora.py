@@ -109,13 +109,15 @@ def inference_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_adapter(model: torch.nn.Module, directory: str | Path) -> None:
-    """The adapter tensors and their config (not the frozen base) to ``directory``."""
+def save_adapter(model: torch.nn.Module, directory: str | Path, state: dict[str, torch.Tensor] | None = None) -> None:
+    """The adapter tensors and their config (not the frozen base) to ``directory``; ``state``: the tensors to
+    write instead of ``model.state_dict()``'s (FSDP's gathered ones)."""
     from safetensors.torch import save_file
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if "lora_" in k}
+    state = model.state_dict() if state is None else state
+    tensors = {k: v.detach().cpu().contiguous() for k, v in state.items() if "lora_" in k}
     save_file(tensors, str(d / ADAPTER_FILE))
     (d / CONFIG_FILE).write_text(json.dumps({"rlvr_lora": model.config.rlvr_lora}, indent=2))
 

@@ -72,7 +72,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
         shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True, exist_ok=True)
     if has_lora(model):  # the adapter only: the frozen base is in the run directory's lora_base/
-        save_adapter(model, tmp / "model")
+        save_adapter(model, tmp / "model", model_state)
     else:
         model.save_pretrained(tmp / "model", safe_serialization=True, state_dict=model_state)
     save_tokenizer(tokenizer, tmp / "model")

@@ -272,9 +272,6 @@ def check_world(cfg: Any, world: World) -> None:
     if cfg.sft.interleave_every and world.sharded:
         problems.append("sft.interleave_every (interleaved SFT phases) with train.distributed.strategy=fsdp is not "
                         "supported yet; use ddp")
-    if world.sharded and cfg.model.lora.rank:
-        problems.append("train.distributed.strategy=fsdp with model.lora is not supported yet; use ddp (adapters "
-                        "are small enough to replicate)")
     if problems:
         raise DistributedSetupError("; ".join(problems))
 

@@ -75,8 +75,21 @@ def local_value(x: torch.Tensor) -> torch.Tensor:
 
 def full_state_dict(root: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The model's full (unsharded) state dict on rank 0's CPU, keys as the bare model names them; empty on
-    the other ranks. A collective."""
+    the other ranks. A collective. With LoRA adapters, the adapters' tensors alone (what a checkpoint holds:
+    the frozen base is the run's ``lora_base/``), each gathered on its own."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    from rlvr.models.lora import has_lora
+
+    if has_lora(root.model):
+        rank0 = torch.distributed.get_rank() == 0
+        out = {}
+        for k, v in root.model.state_dict().items():
+            if "lora_" in k:
+                full = v.full_tensor() if hasattr(v, "full_tensor") else v  # every rank takes part
+                if rank0:
+                    out[k] = full.detach().cpu()
+        return out
 
     sd = get_model_state_dict(root, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     first: dict[int, str] = {}
