@@ -302,3 +302,14 @@ def test_single_process_world_is_the_identity():
     assert World(1, 3).share(7) == [1, 4]
     got = w.gather_rows(3, torch.tensor([0, 0, 1]), lambda rows: {"x": rows.float()[:, None] * 2})
     assert torch.equal(got["x"], torch.tensor([[0.0], [2.0], [4.0]]))
+
+
+def test_vllm_under_torchrun_runs_one_engine_per_rank_and_refuses_tensor_parallelism():
+    check_world(load_config(overrides=["rollout.prompts_per_step=4", "rollout.engine=vllm"]), World(0, 2))
+    check_world(load_config(overrides=["rollout.prompts_per_step=4", "rollout.engine=vllm"]),
+                World(0, 2, strategy="fsdp"))
+    tp = load_config(overrides=["rollout.prompts_per_step=4", "rollout.engine=vllm",
+                                "rollout.vllm.tensor_parallel_size=2"])
+    with pytest.raises(DistributedSetupError, match="tensor_parallel_size=2 under torchrun is not supported"):
+        check_world(tp, World(0, 2))
+    check_world(tp, World())  # one process: vLLM decides

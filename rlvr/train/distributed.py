@@ -32,6 +32,7 @@ import contextlib
 import datetime
 import hashlib
 import os
+import sys
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
@@ -262,9 +263,10 @@ def check_world(cfg: Any, world: World) -> None:
     if extra and extra % world.size:
         problems.append(f"algorithm.dynamic_sampling.batch_prompts={extra} is not divisible by the world size "
                         f"{world.size}")
-    if cfg.rollout.engine == "vllm":
-        problems.append("rollout.engine=vllm is not supported in a torchrun run yet (one engine per process "
-                        "group); use hf or native, or one process")
+    if cfg.rollout.engine == "vllm" and cfg.rollout.vllm.tensor_parallel_size > 1:
+        problems.append(f"rollout.vllm.tensor_parallel_size={cfg.rollout.vllm.tensor_parallel_size} under torchrun "
+                        "is not supported yet: every rank runs its own vLLM engine on its own device "
+                        "(tensor_parallel_size=1) and generates its own share of the groups")
     if (cfg.rollout.max_staleness or cfg.rollout.stages) and world.sharded:
         problems.append("rollout.max_staleness / rollout.stages (asynchronous rollouts) with "
                         "train.distributed.strategy=fsdp are not supported yet (the producer's snapshot needs the "
@@ -293,6 +295,12 @@ def _leave() -> None:
     still inside a collective with it)."""
     import torch.distributed as dist
 
+    vllm_state = sys.modules.get("vllm.distributed.parallel_state")
+    if vllm_state is not None:
+        # a vllm engine built its groups on this process group: release them first (vLLM's own shutdown, run
+        # later by its finalizer, then finds nothing left to destroy instead of failing on a dead group)
+        vllm_state.destroy_model_parallel()
+        vllm_state.destroy_distributed_environment()
     if dist.is_initialized():
         dist.destroy_process_group()
 
