@@ -511,19 +511,22 @@ def test_asynchronous_training_with_vllm_learns(tmp_path):
     assert summary["eval_after"]["accuracy"] > summary["eval_before"]["accuracy"]
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_torchrun_with_vllm_on_every_rank_learns(tmp_path, strategy):
-    """``rlvr train --nproc 2`` with rollout.engine=vllm, as a user starts it: every rank runs its own vLLM in
-    the process group torchrun started and generates its share. The engine-vs-trainer mismatch (over both
-    ranks' tokens) stays at float rounding through every step, so each rank's engine holds its trainer's
-    weights after every sync (FSDP: gathered shard by shard in the sync, a collective); one rank whose engine
-    missed the syncs measured 0.07 on this model. The run learns as the one-process run above does."""
-    out = tmp_path / strategy
-    cmd = [sys.executable, "-m", "rlvr", "train", "--nproc", "2", "--out", str(out), "--set", "rollout.engine=vllm",
-           "--set", f"train.distributed.strategy={strategy}", "--set", "train.threads=1"]
+@pytest.mark.parametrize("launch", ["ddp", "fsdp", "ray"])
+def test_two_ranks_with_vllm_on_every_rank_learn(tmp_path, launch):
+    """``rlvr train --nproc 2`` (DDP, FSDP) or ``--launcher ray`` with two trainer actors, with
+    rollout.engine=vllm, as a user starts them: every rank runs its own vLLM in the process group its launcher
+    started and generates its share. The engine-vs-trainer mismatch (over both ranks' tokens) stays at float
+    rounding through every step, so each rank's engine holds its trainer's weights after every sync (FSDP:
+    gathered shard by shard in the sync, a collective); one rank whose engine missed the syncs measured 0.07
+    on this model. The run learns as the one-process run above does."""
+    out = tmp_path / launch
+    how = (["--launcher", "ray", "--set", "rollout.ray.trainers=2", "--set", "rollout.ray.trainer_cpus=1"]
+           if launch == "ray" else ["--nproc", "2", "--set", f"train.distributed.strategy={launch}"])
+    cmd = [sys.executable, "-m", "rlvr", "train", *how, "--out", str(out), "--set", "rollout.engine=vllm",
+           "--set", "train.threads=1"]
     for s in LEARN:
         cmd += ["--set", s]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_user_env())
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**_user_env(), "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-6000:]
     assert "Traceback" not in done.stderr, done.stderr[-6000:]  # vLLM's shutdown included
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

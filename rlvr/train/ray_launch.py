@@ -11,7 +11,8 @@ run directory is resolved on the driver, so it must be on storage the trainer's 
 ``torch.distributed`` group (DDP or FSDP2, ``train.distributed``), rendezvousing at rank 0's node on a port
 rank 0 picked: inside each actor the run is exactly a torchrun rank's (:mod:`rlvr.train.distributed`), so
 it trains as a one-process run on the same global batch does. Each rank generates its share of the groups
-with the run's own engine, in its actor (colocated, as under torchrun). Give each trainer a whole GPU
+with the run's own engine, in its actor (colocated, as under torchrun; ``vllm`` included: one engine per
+actor, on the actor's GPU). Give each trainer a whole GPU
 (``trainer_gpus: 1``): NCCL refuses two ranks on one device. When a rank raises, the driver kills the other
 actors (they would otherwise wait in their next collective until its timeout) and raises that rank's error.
 
