@@ -290,3 +290,27 @@ def test_fused_projections_decode_as_the_separate_ones_and_follow_new_weights(mo
         with torch.no_grad():
             for n, p in model.named_parameters():
                 p.copy_(saved[n])
+
+
+def test_non_finite_logits_stop_sampling_with_a_clear_error():
+    """The sampler skips torch.multinomial's per-step validity check; one check of the chunk's log-probs
+    stands in for it, so a model gone NaN raises instead of sampling argmax-of-NaN tokens."""
+    broken = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=4,
+                                              num_kv_heads=2), TOK, seed=0)
+    with torch.no_grad():
+        broken.get_output_embeddings().weight[5, 0] = float("nan")
+    for greedy in (False, True):
+        with pytest.raises(FloatingPointError, match="NaN or inf"):
+            NativeEngine(broken, TOK).generate(REQS, SamplingParams(temperature=0.0 if greedy else 1.0,
+                                                                    max_new_tokens=4, seed=1))
+
+
+def test_sampling_does_not_touch_other_generators(model):
+    """Seeding a call seeds the generator it samples from and restores it: the global CPU state is unchanged,
+    and the same seed gives the same tokens whatever was drawn before."""
+    engine = NativeEngine(model, TOK)
+    first = _ids(engine.generate(REQS, SamplingParams(max_new_tokens=6, seed=11)))
+    torch.rand(1000)
+    state = torch.get_rng_state()
+    assert _ids(engine.generate(REQS, SamplingParams(max_new_tokens=6, seed=11))) == first
+    assert torch.equal(state, torch.get_rng_state())

@@ -147,20 +147,24 @@ def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad
     n = len(completions)
     p = max(len(c.prompt_ids) for c in completions)
     t = max(1, max(len(c.completion_ids) for c in completions))
-    ids = torch.full((n, p + t), pad_id, dtype=torch.long)
-    attn = torch.zeros((n, p + t), dtype=torch.long)
-    cmask = torch.zeros((n, t), dtype=torch.float32)
-    blogp = torch.zeros((n, t), dtype=torch.float32)
     has_blogp = all(c.logprobs is not None for c in completions)
-    for i, c in enumerate(completions):
+    # padded rows as Python lists, one tensor per field: per-row tensors and slice copies cost more than the
+    # data on small batches
+    ids, attn, cmask, blogp = [], [], [], []
+    for c in completions:
         lp, lc = len(c.prompt_ids), len(c.completion_ids)
-        ids[i, p - lp: p] = torch.tensor(c.prompt_ids, dtype=torch.long)
-        attn[i, p - lp: p + lc] = 1
-        if lc:
-            ids[i, p: p + lc] = torch.tensor(c.completion_ids, dtype=torch.long)
-            cmask[i, :lc] = torch.tensor(c.mask(), dtype=torch.float32)  # inserted tokens stay out of the loss
-            if has_blogp:
-                blogp[i, :lc] = torch.tensor(c.logprobs, dtype=torch.float32)
+        ids.append([pad_id] * (p - lp) + list(c.prompt_ids) + list(c.completion_ids) + [pad_id] * (t - lc))
+        attn.append([0] * (p - lp) + [1] * (lp + lc) + [0] * (t - lc))
+        cmask.append(c.mask() + [0.0] * (t - lc))  # inserted tokens stay out of the loss
+        if has_blogp:
+            if len(c.logprobs) != lc:
+                raise ValueError(f"completion of {c.example_id!r}: {len(c.logprobs)} behaviour log-probs for {lc} "
+                                 "tokens")
+            blogp.append(list(c.logprobs) + [0.0] * (t - lc))
+    ids = torch.tensor(ids, dtype=torch.long)
+    attn = torch.tensor(attn, dtype=torch.long)
+    cmask = torch.tensor(cmask, dtype=torch.float32)
+    blogp = torch.tensor(blogp, dtype=torch.float32) if has_blogp else None
     pos = (attn.cumsum(1) - 1).clamp(min=0)
     return RolloutBatch(
         input_ids=ids,
@@ -172,7 +176,7 @@ def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad
         lengths=torch.tensor([len(c.completion_ids) for c in completions], dtype=torch.long),
         truncated=torch.tensor([c.finish_reason == "length" for c in completions], dtype=torch.bool),
         prompt_len=p,
-        behaviour_logp=blogp if has_blogp else None,
+        behaviour_logp=blogp,
         vision=BatchVision.from_rows([getattr(c, "vision", None) for c in completions]),
     )
 

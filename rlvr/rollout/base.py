@@ -7,15 +7,18 @@ log-probs. ``hf`` (transformers, CPU-friendly) is built in; GPU engines (vLLM) a
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.core.vision import VisionInputs
+from rlvr.lazy import torch
 from rlvr.models.vision import vision_of
 from rlvr.registry import Registry
 
-__all__ = ["RolloutEngine", "ENGINES", "encode_prompt", "encode_example", "example_length", "rewrite_prompt"]
+__all__ = ["RolloutEngine", "ENGINES", "encode_prompt", "encode_example", "example_length", "rewrite_prompt",
+           "seeded_sampling"]
 
 
 @runtime_checkable
@@ -30,6 +33,23 @@ class RolloutEngine(Protocol):
 
 
 ENGINES: Registry = Registry("rollout engine")
+
+
+@contextlib.contextmanager
+def seeded_sampling(device, seed: int | None) -> Iterator[None]:
+    """The block samples on ``device`` from ``seed`` (when not None); the random state is restored after.
+
+    Seeds the generator that sampling on ``device`` draws from, as ``torch.manual_seed`` does for it, and no
+    other: ``torch.manual_seed`` also seeds every CUDA, XPU and MTIA generator, lazily, recording a stack
+    trace each, which costs about a millisecond per call even on a CPU-only machine."""
+    device = torch.device(device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        if seed is not None:
+            if device.type == "cuda":
+                index = device.index if device.index is not None else torch.cuda.current_device()
+                torch.cuda.default_generators[index].manual_seed(seed)
+            torch.default_generator.manual_seed(seed)
+        yield
 
 
 def encode_prompt(tokenizer, prompt: str | list[dict[str, str]], chat_template: bool = False) -> list[int]:

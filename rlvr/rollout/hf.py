@@ -26,7 +26,7 @@ from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segme
 from rlvr.core.vision import BatchVision, VisionInputs
 from rlvr.lazy import F, no_grad, torch, transformers
 from rlvr.models.vision import SUPPRESSED_LOGIT, suppressed_tokens, vision_forward_kwargs
-from rlvr.rollout.base import ENGINES, encode_example
+from rlvr.rollout.base import ENGINES, encode_example, seeded_sampling
 
 __all__ = ["HFEngine", "BehaviourLogprobs"]
 
@@ -99,9 +99,7 @@ class HFEngine:
             keys.setdefault(row.key(sampling), []).append(i)
         finished = 0
         try:
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                if sampling.seed is not None:
-                    torch.manual_seed(sampling.seed)
+            with seeded_sampling(device, sampling.seed):
                 for (max_new, stop_ids), idx in keys.items():
                     for start in range(0, len(idx), self.batch_size):
                         chunk = idx[start: start + self.batch_size]

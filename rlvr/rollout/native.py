@@ -33,7 +33,7 @@ from typing import Sequence
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.lazy import F, inference_mode, torch, transformers
-from rlvr.rollout.base import ENGINES, encode_prompt
+from rlvr.rollout.base import ENGINES, encode_prompt, seeded_sampling
 from rlvr.rollout.hf import HFEngine
 
 __all__ = ["NativeEngine", "build_native_engine"]
@@ -61,7 +61,11 @@ class _Sampler:
             scores = logits
             for warp in self.warpers:  # they ignore input_ids
                 scores = warp(None, scores)
-            tokens = torch.multinomial(F.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+            # torch.multinomial's own path for one draw (argmax of p / q, q ~ Exp(1)): the same random draws and
+            # tokens, without its per-call validity check (a reduction and a host sync per step; the chunk's
+            # log-probs are checked once instead)
+            probs = F.softmax(scores, dim=-1)
+            tokens = probs.div_(torch.empty_like(probs).exponential_()).argmax(-1)
         return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
 
 
@@ -94,9 +98,7 @@ class NativeEngine:
             rows.extend((gi, req.example.id, ids) for _ in range(req.n))
         device = next(self.model.parameters()).device
         out: list[Completion] = []
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            if sampling.seed is not None:
-                torch.manual_seed(sampling.seed)
+        with seeded_sampling(device, sampling.seed):
             for start in range(0, len(rows), self.batch_size):
                 out.extend(self._generate_chunk(rows[start: start + self.batch_size], sampling, device))
         return out
@@ -140,6 +142,9 @@ class NativeEngine:
                 break
             logits = self.decoder.step(tokens, t)
         self.decoder.release()  # the cache is not kept between calls: the trainer needs the memory
+        if taken and not bool(torch.isfinite(lps[:, :taken]).all()):
+            raise FloatingPointError("the native engine sampled from logits with NaN or inf (the model's weights "
+                                     "or activations are not finite)")
         return self._completions(rows, new[:, :taken].cpu(), lps[:, :taken].cpu())
 
     def _completions(self, rows, new: torch.Tensor, lp: torch.Tensor) -> list[Completion]:

@@ -59,7 +59,8 @@ class Rollouts:
 
     @cached_property
     def completions(self) -> list[Completion]:
-        return [replace(comp, group=i) for i, g in enumerate(self.groups) for comp in g.completions]
+        return [comp if comp.group == i else replace(comp, group=i) for i, g in enumerate(self.groups)
+                for comp in g.completions]
 
     @cached_property
     def scores(self) -> list[Score]:
@@ -99,7 +100,8 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     examples = [scored_example(local[comp.group].example, comp) for comp in completions]  # episodes: + env_info
     scores, score_stats = c.scorer.score_many(examples, [comp.text for comp in completions])
     observe_scores(c.engine, completions, scores)  # wrappers that learn from outcomes (rollout.strategy arrol)
-    completions = [replace(comp, group=mine[comp.group]) for comp in completions]
+    completions = [comp if comp.group == mine[comp.group] else replace(comp, group=mine[comp.group])
+                   for comp in completions]
     if c.world.distributed:
         completions, scores, score_stats = _gather(c.world, completions, scores, score_stats)
     t2 = time.perf_counter()
