@@ -71,6 +71,11 @@ CASES = {
     # asynchronous rollouts: each rank's producer generates its share one step ahead, gathering through a
     # process group of its own while the trainers all-reduce; TIS weighs the stale samples
     "async_staleness": ["--set", "rollout.max_staleness=1", "--set", "algorithm.correction=tis"],
+    # the same under FSDP2: each snapshot is gathered by the trainers (a collective) into the producer's copy
+    "fsdp_async_staleness": ["--set", "train.distributed.strategy=fsdp", "--set", "rollout.max_staleness=2",
+                             "--set", "algorithm.correction=tis"],
+    # Mu-GRPO's stages: a stage's own rollouts need its first step's snapshot (FSDP2: test below)
+    "stages": ["--set", "rollout.stages=2"],
     # interleaved SFT phases: every rank trains the same phase, rank 0's weights are broadcast after it
     "interleaved_sft": ["--set", "sft.interleave_every=2", "--set", "sft.interleave_steps=2"],
     # LoRA adapters sharded by FSDP2 beside the frozen base (checkpoints gather the adapters alone)
@@ -99,6 +104,23 @@ def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
     summary = json.loads((two / "summary.json").read_text())
     assert summary["world_size"] == 2 and json.loads((one / "summary.json").read_text())["world_size"] == 1
+
+
+@pytest.mark.distributed
+def test_stages_under_fsdp_take_each_stages_snapshot(tmp_path):
+    """Mu-GRPO's stages with FSDP2: the trainers gather the snapshot a stage's own rollouts are generated
+    with. Compared with the one-process run to 1e-5 rather than 1e-6: with samples up to a stage stale,
+    successive gradients of some embedding rows nearly cancel in Adam's moments, which scales FSDP's
+    reduce-scatter rounding (7e-7 at most without stages) up to 2.7e-6 here (DDP's staged run is exact). A
+    snapshot of the wrong version would differ by a whole step's movement (about 0.03 per element)."""
+    args = ["--set", "train.distributed.strategy=fsdp", "--set", "rollout.stages=2"]
+    one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+    ok(run(one, 1, *args))
+    ok(run(two, 2, *args))
+    for step in (2, 4):
+        assert max_diff(weights(one, step), weights(two, step)) <= 1e-5, step
+    assert max_diff(weights(one, 2), weights(one, 4)) > 1e-2
+    assert [m["rollout/staleness_max"] for m in metrics(two)] == [0.0, 1.0, 0.0, 1.0]
 
 
 @pytest.mark.distributed
@@ -236,13 +258,15 @@ def test_async_run_stopped_on_one_rank_stops_every_rank_after_the_same_step(tmp_
     assert [m["step"] for m in metrics(out)] == list(range(1, 9))
 
 
-def test_async_and_interleaved_sft_under_fsdp_are_refused_and_under_ddp_allowed():
-    for extra, refusal in (("rollout.max_staleness=1", "strategy=fsdp are not supported"),
-                           ("sft.interleave_every=2", "strategy=fsdp is not supported")):
-        cfg = load_config(overrides=["rollout.prompts_per_step=4", extra])
-        check_world(cfg, World(0, 2))
-        with pytest.raises(DistributedSetupError, match=refusal):
-            check_world(cfg, World(0, 2, strategy="fsdp"))
+def test_interleaved_sft_under_fsdp_is_refused_and_under_ddp_allowed():
+    cfg = load_config(overrides=["rollout.prompts_per_step=4", "sft.interleave_every=2"])
+    check_world(cfg, World(0, 2))
+    with pytest.raises(DistributedSetupError, match="strategy=fsdp is not supported"):
+        check_world(cfg, World(0, 2, strategy="fsdp"))
+    for extra in ("rollout.max_staleness=1", "rollout.stages=2"):  # asynchronous rollouts: both strategies
+        async_cfg = load_config(overrides=["rollout.prompts_per_step=4", extra])
+        check_world(async_cfg, World(0, 2))
+        check_world(async_cfg, World(0, 2, strategy="fsdp"))
 
 
 @pytest.mark.distributed

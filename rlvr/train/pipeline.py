@@ -26,10 +26,15 @@ run is as reproducible as a synchronous one. The pipeline drains at every checkp
 producer never runs past the segment it was started for), so a run resumed from a checkpoint equals the
 uninterrupted one; on Ctrl-C the in-flight steps are trained before the checkpoint, so no prompt is lost.
 
-Under ``torchrun`` (DDP) every rank runs its own producer on its share of the groups; the producers'
+Under ``torchrun`` every rank runs its own producer on its share of the groups; the producers'
 gathers go through a process group of their own (:meth:`World.split`), beside the trainers' all-reduces,
 and before each step the producers agree whether to go on, so on a stop every rank hands back the same
-in-flight steps. (FSDP is refused: the snapshot needs the whole model.)
+in-flight steps. With FSDP (``trainer_copies``) a rank holds a shard, and only a collective of the
+trainers can assemble the whole model, so the trainer thread takes the snapshot instead of the producer:
+when its step needs one, it waits until its producer has reached that version (done with the previous
+snapshot), gathers the weights into the producer's copy one tensor at a time (every rank at the same step)
+and hands it over; the first snapshot of a segment is gathered in :meth:`AsyncRollouts.start`. Each rank
+then holds one whole copy of the weights for generation, as FSDP's synchronous generation does.
 
 The producer touches only rollout-side state (sampler, allocator, prompt statistics, the rollout engine
 and its wrappers, the appeal estimate); the trainer only the model, optimizer and algorithm state. On
@@ -46,16 +51,17 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["AsyncRollouts", "async_rollouts"]
+__all__ = ["AsyncRollouts", "async_rollouts", "rollout_copy", "wants_async"]
 
 
 class AsyncRollouts:
     """The producer thread of the asynchronous schedule (module docstring)."""
 
     def __init__(self, collect: Callable[[Any, int], Any], c: Any, staleness: int, rollout_model: Any,
-                 rollout_engine: Any, stage_steps: int = 0, world: Any = None):
+                 rollout_engine: Any, stage_steps: int = 0, world: Any = None, trainer_copies: bool = False):
         self.collect, self.c, self.s, self.stage = collect, c, staleness, stage_steps
         self.world = world if world is not None else c.world  # the producers' group (World.split)
+        self.trainer_copies = trainer_copies  # FSDP: snapshots are gathered by the trainers (module docstring)
         self.model, self.engine = rollout_model, rollout_engine
         self.threads = torch.get_num_threads()  # the run's count (train.threads), set in the trainer's thread
         self.cond = threading.Condition()
@@ -78,18 +84,26 @@ class AsyncRollouts:
         """Produce steps ``first .. last - 1`` (the segment up to the next checkpoint)."""
         self.first, self.last = first, last
         self.finished = first  # trainer: RL steps done (the policy version)
-        self.snapshot = first - 1  # producer: the newest version copied
+        self.snapshot = first - 1  # the newest version copied
+        self.synced = first - 1  # producer: the newest version its engine was told of
+        self.waiting = first - 1  # producer: the newest version it is ready to take (trainer_copies)
         self.halt = False
         self.error: BaseException | None = None
         self.ready: queue.Queue = queue.Queue()
-        self.side = replace(self.c, engine=self.engine, world=self.world)  # the components as the producer sees them
+        # the components as the producer sees them: its own engine and process group, and no update module (its
+        # model is a whole copy; FSDP's gathers belong to the trainer thread)
+        self.side = replace(self.c, engine=self.engine, world=self.world, update_module=None)
+        if self.trainer_copies:  # every rank starts a segment together: the first snapshot's collective
+            self._copy_weights()
+            self.snapshot = first
         self.thread = threading.Thread(target=self._produce, name="rlvr-rollouts", daemon=True)
         self.thread.start()
 
     def _copy_weights(self) -> None:
         with torch.no_grad():
             for dst, src in zip(self.model.parameters(), self.c.model.parameters()):
-                dst.copy_(src)
+                # an FSDP shard is gathered (a collective of the trainers, in the same order on every rank)
+                dst.copy_(src.full_tensor() if hasattr(src, "full_tensor") else src)
 
     def _produce(self) -> None:
         # a new thread starts with OpenMP's default count (every core), not the run's; vLLM's CPU attention
@@ -106,13 +120,21 @@ class AsyncRollouts:
                 if self.world.any(self.halt):
                     return
                 with self.cond:
-                    if self.snapshot < v:
+                    if self.trainer_copies:  # ready for version v: the trainer gathers it (module docstring)
+                        self.waiting = v
+                        self.cond.notify_all()
+                        self.cond.wait_for(lambda: self.snapshot >= v or self.halt)
+                        if self.snapshot < v:
+                            return
+                    elif self.snapshot < v:
                         self._copy_weights()
+                        self.snapshot = v
+                        self.cond.notify_all()
+                    if self.synced < v:
                         # an engine with weights of its own (Ray workers) takes them now; the wrappers learn
                         # the policy changed (SPEC-RL's drafts become reusable), as after a synchronous step
                         self.engine.sync_weights()
-                        self.snapshot = v
-                        self.cond.notify_all()
+                        self.synced = v
                 ro = self.collect(self.side, j)
                 for g in ro.groups:
                     for i, comp in enumerate(g.completions):
@@ -127,6 +149,15 @@ class AsyncRollouts:
             self.ready.put((None, None, e))
 
     def get(self, step: int):
+        if self.trainer_copies:
+            with self.cond:  # gather version `step` once the producer is done with the previous snapshot (a
+                # stage's own rollouts need it: before waiting for them)
+                if self._needed(step) and self.snapshot < step:
+                    self.cond.wait_for(lambda: self.waiting >= step or self.error is not None)
+                    if self.error is None:
+                        self._copy_weights()
+                        self.snapshot = step
+                        self.cond.notify_all()
         got, ro, err = self.ready.get()
         if err is not None:
             raise err
@@ -158,12 +189,25 @@ class AsyncRollouts:
         return left
 
 
-def async_rollouts(cfg: Any, c: Any, collect: Callable[[Any, int], Any], build_engine: Callable[[Any], Any]):
-    """:class:`AsyncRollouts` over a frozen copy of ``c.model`` with its own engine (``build_engine(model)``,
-    in the training wrappers) when ``rollout.max_staleness > 0``; else ``None`` (rollouts in line)."""
+def wants_async(cfg: Any) -> bool:
+    """Whether the run collects its rollouts in a producer thread."""
+    return bool(cfg.rollout.max_staleness or cfg.rollout.stages)
+
+
+def rollout_copy(model: Any) -> Any:
+    """The producer's frozen copy of ``model`` (taken before FSDP shards it: the copy stays whole)."""
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def async_rollouts(cfg: Any, c: Any, collect: Callable[[Any, int], Any], build_engine: Callable[[Any], Any],
+                   model: Any = None):
+    """:class:`AsyncRollouts` over a frozen copy of ``c.model`` (``model``, or one made here) with its own
+    engine (``build_engine(model)``, in the training wrappers) when ``rollout.max_staleness > 0``; else
+    ``None`` (rollouts in line)."""
     r = cfg.rollout
-    if not r.max_staleness and not r.stages:
+    if not wants_async(cfg):
         return None
     stage = -(-max(cfg.train.steps, 1) // r.stages) if r.stages else 0  # steps per stage
-    model = copy.deepcopy(c.model).eval().requires_grad_(False)
-    return AsyncRollouts(collect, c, r.max_staleness, model, build_engine(model), stage, c.world.split())
+    model = rollout_copy(c.model) if model is None else model
+    return AsyncRollouts(collect, c, r.max_staleness, model, build_engine(model), stage, c.world.split(),
+                         trainer_copies=c.world.sharded)

@@ -39,7 +39,7 @@ from rlvr.train.distributed import World
 from rlvr.train.interleave import interleaved_sft
 from rlvr.train.kl_control import KLController
 from rlvr.train.loop import Components, collect_step
-from rlvr.train.pipeline import async_rollouts
+from rlvr.train.pipeline import async_rollouts, rollout_copy, wants_async
 from rlvr.train.preflight import (SetupError, check_chat_template, check_device, check_group_size,
                                   check_packages)
 from rlvr.train.prompt_limits import PromptReport, fit_prompts
@@ -201,6 +201,8 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     device = torch.device(device)
     model = apply_lora(model, cfg.model.lora).to(device)  # adapters only train (a no-op without model.lora)
     use_shared_prefix(cfg, model, ref_model)
+    # the asynchronous producer's copy is taken while the model is whole (FSDP shards it in place next)
+    snapshot = rollout_copy(model) if world.sharded and wants_async(cfg) else None
     update_module = world.wrap(CompletionLogprobs(model)) if world.distributed else None  # before the optimizer
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
@@ -221,5 +223,6 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.discriminator = build_discriminator(cfg, model, tok, task, device, world)  # None unless enabled
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
-                                lambda m: bind_task(bind_stats(producer_engine(cfg, engine, m, tok), stats), task))
+                                lambda m: bind_task(bind_stats(producer_engine(cfg, engine, m, tok), stats), task),
+                                snapshot)
     return c
