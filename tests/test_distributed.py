@@ -107,6 +107,29 @@ def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
 
 
 @pytest.mark.distributed
+def test_an_sft_phase_under_fsdp_leaves_the_shards_of_the_one_process_phase():
+    """Interleaved SFT with FSDP2: the phase trains a whole copy gathered from the shards and every rank takes
+    its shard of rank 0's result; gathered again, they equal the phase run on one process from the same
+    weights, bit for bit (tests/dist_fsdp_phase.py). (A whole run is not compared with the one-process run:
+    the phase's fresh AdamW takes a first step of lr x sign(g), so the update's float rounding under FSDP,
+    1e-7, flips the sign of near-zero gradients into lr-sized differences.)"""
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(ROOT / "tests" / "dist_fsdp_phase.py")], cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=240)
+    ok(proc)
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("ok")) == ["ok 0", "ok 1"]
+
+
+@pytest.mark.distributed
+def test_a_run_with_sft_phases_under_fsdp_trains_them(tmp_path):
+    out = tmp_path / "run"
+    ok(run(out, 2, "--set", "train.distributed.strategy=fsdp", "--set", "sft.interleave_every=2", "--set",
+           "sft.interleave_steps=2"))
+    assert [m.get("sft/steps") for m in metrics(out)] == [None, 2.0, None, 2.0]
+    assert max_diff(weights(out, 2), weights(out, 4)) > 1e-4
+
+
+@pytest.mark.distributed
 def test_stages_under_fsdp_take_each_stages_snapshot(tmp_path):
     """Mu-GRPO's stages with FSDP2: the trainers gather the snapshot a stage's own rollouts are generated
     with. Compared with the one-process run to 1e-5 rather than 1e-6: with samples up to a stage stale,
@@ -258,15 +281,11 @@ def test_async_run_stopped_on_one_rank_stops_every_rank_after_the_same_step(tmp_
     assert [m["step"] for m in metrics(out)] == list(range(1, 9))
 
 
-def test_interleaved_sft_under_fsdp_is_refused_and_under_ddp_allowed():
-    cfg = load_config(overrides=["rollout.prompts_per_step=4", "sft.interleave_every=2"])
-    check_world(cfg, World(0, 2))
-    with pytest.raises(DistributedSetupError, match="strategy=fsdp is not supported"):
+def test_interleaved_sft_and_async_rollouts_are_accepted_under_both_strategies():
+    for extra in ("sft.interleave_every=2", "rollout.max_staleness=1", "rollout.stages=2"):
+        cfg = load_config(overrides=["rollout.prompts_per_step=4", extra])
+        check_world(cfg, World(0, 2))
         check_world(cfg, World(0, 2, strategy="fsdp"))
-    for extra in ("rollout.max_staleness=1", "rollout.stages=2"):  # asynchronous rollouts: both strategies
-        async_cfg = load_config(overrides=["rollout.prompts_per_step=4", extra])
-        check_world(async_cfg, World(0, 2))
-        check_world(async_cfg, World(0, 2, strategy="fsdp"))
 
 
 @pytest.mark.distributed

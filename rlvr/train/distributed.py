@@ -267,9 +267,6 @@ def check_world(cfg: Any, world: World) -> None:
         problems.append(f"rollout.vllm.tensor_parallel_size={cfg.rollout.vllm.tensor_parallel_size} under torchrun "
                         "is not supported yet: every rank runs its own vLLM engine on its own device "
                         "(tensor_parallel_size=1) and generates its own share of the groups")
-    if cfg.sft.interleave_every and world.sharded:
-        problems.append("sft.interleave_every (interleaved SFT phases) with train.distributed.strategy=fsdp is not "
-                        "supported yet; use ddp")
     if problems:
         raise DistributedSetupError("; ".join(problems))
 

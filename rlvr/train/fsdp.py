@@ -25,7 +25,8 @@ from typing import Iterator
 
 import torch
 
-__all__ = ["shard", "full_weights", "full_state_dict", "save_optimizer", "load_optimizer", "local_value"]
+__all__ = ["shard", "full_weights", "full_state_dict", "save_optimizer", "load_optimizer", "local_value",
+           "gather_into", "scatter_from"]
 
 
 def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -66,6 +67,27 @@ def full_weights(root: torch.nn.Module) -> Iterator[None]:
         for m in mods:
             m.reshard()
             m.set_reshard_after_forward(True, recurse=False)
+
+
+def gather_into(whole: torch.nn.Module, sharded: torch.nn.Module) -> None:
+    """``sharded``'s parameters, gathered, into ``whole`` (a plain copy of the same model), one tensor at a
+    time. A collective: every rank calls it at the same point."""
+    with torch.no_grad():
+        for dst, src in zip(whole.parameters(), sharded.parameters()):
+            dst.copy_(src.full_tensor() if hasattr(src, "full_tensor") else src)
+
+
+def scatter_from(whole: torch.nn.Module, sharded: torch.nn.Module) -> None:
+    """Rank 0's ``whole`` parameters into every rank's shards of ``sharded`` (each rank keeps its own
+    slice), one tensor at a time. A collective: every rank calls it at the same point."""
+    from torch.distributed.tensor import distribute_tensor
+
+    with torch.no_grad():
+        for src, dst in zip(whole.parameters(), sharded.parameters()):
+            if hasattr(dst, "full_tensor"):
+                dst.copy_(distribute_tensor(src.detach(), dst.device_mesh, dst.placements, src_data_rank=0))
+            else:
+                dst.copy_(src)
 
 
 def local_value(x: torch.Tensor) -> torch.Tensor:

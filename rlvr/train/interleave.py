@@ -15,7 +15,10 @@ rows is skipped. Those rows come from the rollouts, which a resumed run regenera
 
 Under ``torchrun`` (DDP) every rank runs the same phase on the same rows with the same seed (rows from
 the rollouts are gathered from every rank first, in rank order), and rank 0's weights are then broadcast,
-so the replicas stay equal. (With FSDP the phases are refused.)
+so the replicas stay equal. With FSDP a rank holds a shard: before a phase the shards are gathered into a
+whole copy of the policy (made before sharding), every rank runs the phase on it as under DDP, and each
+rank then takes its own shard of rank 0's result (:func:`rlvr.train.fsdp.scatter_from`). The phase holds
+the whole model and its AdamW state on every rank, as under DDP.
 
 Each phase has its own AdamW, fresh, with a constant learning rate, and draws its batches with a seed of
 (run seed, RL step): a phase depends only on the weights it starts from and its step, so a resumed run
@@ -35,19 +38,35 @@ from rlvr.train.sft import sft, sft_rows
 __all__ = ["interleaved_sft"]
 
 
-def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None, world: World | None = None
-                    ) -> Callable[[int], dict[str, float]] | None:
+def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None, world: World | None = None,
+                    whole: Any = None) -> Callable[[int], dict[str, float]] | None:
     """The phase to run after each RL step's update (a no-op at steps without one), or None when off;
     ``engine``: the training engine, whose strategy supplies the rows with ``interleave_source: rollouts``;
-    ``world``: the data-parallel group (DDP), whose replicas every phase leaves equal."""
+    ``world``: the data-parallel group, whose replicas (DDP) or shards (FSDP) every phase leaves consistent;
+    ``whole``: with FSDP, a plain copy of the policy made before sharding, which the phases train."""
     every = cfg.sft.interleave_every
     if not every:
         return None
     world = world or World()
-    phase = (_rollout_phase(cfg, model, tokenizer, engine, every, world) if cfg.sft.interleave_source == "rollouts"
-             else _reference_phase(cfg, model, tokenizer, task, every))
+    if world.sharded and whole is None:
+        raise ValueError("interleaved SFT with FSDP needs a whole copy of the policy made before sharding")
+    trained = whole if world.sharded else model
+    phase = (_rollout_phase(cfg, trained, tokenizer, engine, every, world) if cfg.sft.interleave_source == "rollouts"
+             else _reference_phase(cfg, trained, tokenizer, task, every))
     if not world.distributed:
         return phase
+    if world.sharded:
+        from rlvr.train.fsdp import gather_into, scatter_from
+
+        def sharded(step: int) -> dict[str, float]:
+            if (step + 1) % every == 0:  # a phase runs: the whole current policy on every rank
+                gather_into(whole, model)
+            out = phase(step)
+            if out.get("sft/steps"):  # every rank ran the same phase: each takes its shard of rank 0's result
+                scatter_from(whole, model)
+            return out
+
+        return sharded
 
     def replicated(step: int) -> dict[str, float]:
         out = phase(step)

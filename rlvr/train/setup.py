@@ -9,6 +9,7 @@ place an engine is built (training wraps it in the configured rollout wrappers; 
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import random
@@ -203,6 +204,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     use_shared_prefix(cfg, model, ref_model)
     # the asynchronous producer's copy is taken while the model is whole (FSDP shards it in place next)
     snapshot = rollout_copy(model) if world.sharded and wants_async(cfg) else None
+    whole = copy.deepcopy(model) if world.sharded and cfg.sft.interleave_every else None  # FSDP: SFT phases' copy
     update_module = world.wrap(CompletionLogprobs(model)) if world.distributed else None  # before the optimizer
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
@@ -219,7 +221,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                                     pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
                       algo_state=algo_state, world=world,
                       update_module=update_module)
-    c.after_update = interleaved_sft(cfg, model, tok, task, engine, world)
+    c.after_update = interleaved_sft(cfg, model, tok, task, engine, world, whole)
     c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
     c.discriminator = build_discriminator(cfg, model, tok, task, device, world)  # None unless enabled
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
