@@ -87,15 +87,21 @@ def test_resume_repeats_the_phases_exactly(tmp_path):
         [line["sft/loss"] for line in _lines(tmp_path / "part")]
 
 
-def test_fsdp_is_refused_with_a_clear_error_and_ddp_runs_it():
-    # (a 2-rank DDP run with phases equals the 1-rank run: tests/test_distributed.py)
-    from rlvr.train.distributed import DistributedSetupError, World, check_world
+def test_both_strategies_run_phases_and_fsdp_needs_a_whole_copy():
+    # (a 2-rank DDP run with phases equals the 1-rank run; an FSDP phase equals the one-process phase:
+    # tests/test_distributed.py)
+    from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
+    from rlvr.train.distributed import World, check_world
+    from rlvr.train.interleave import interleaved_sft
 
     cfg = load_config(overrides=["sft.interleave_every=2", "rollout.prompts_per_step=4"])
-    with pytest.raises(DistributedSetupError, match="sft.interleave_every .* with train.distributed.strategy=fsdp is not supported"):
-        check_world(cfg, World(0, 2, strategy="fsdp"))
+    check_world(cfg, World(0, 2, strategy="fsdp"))
     check_world(cfg, World(0, 2))
     check_world(cfg, World())
+    tok = char_tokenizer()
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok)
+    with pytest.raises(ValueError, match="whole copy of the policy"):
+        interleaved_sft(cfg, model, tok, None, world=World(0, 2, strategy="fsdp"))
 
 
 def test_under_ddp_a_phase_trains_every_ranks_rows_and_leaves_rank_0s_weights():
