@@ -174,11 +174,13 @@ def test_loss_terms_with_forwards_of_their_own_train_alike_on_two_ranks(tmp_path
 
 
 @pytest.mark.distributed
-def test_a_critic_trains_alike_on_two_ranks(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_critic_trains_alike_on_two_ranks(tmp_path, strategy):
     # PPO's value model, two bootstrapped heads: old values gathered by groups, micro-batches dealt to the
-    # ranks (16 rows in micro-batches of 6: rank 0 runs two, rank 1 one), gradients summed over ranks
+    # ranks (16 rows in micro-batches of 6: rank 0 runs two, rank 1 one), gradients summed over ranks; with
+    # FSDP the critic is a whole replica beside the sharded policy
     sets = ["--recipe", "ppo", "--set", "algorithm.critic.heads=2", "--set", "algorithm.critic.bootstrap=0.75",
-            "--set", "algorithm.critic.lr=0.001"]
+            "--set", "algorithm.critic.lr=0.001", "--set", f"train.distributed.strategy={strategy}"]
     one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
     ok(run(one, 1, *sets))
     ok(run(two, 2, *sets))
@@ -194,10 +196,13 @@ def test_a_critic_trains_alike_on_two_ranks(tmp_path):
 
 
 @pytest.mark.distributed
-def test_a_discriminator_trains_alike_on_two_ranks(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_discriminator_trains_alike_on_two_ranks(tmp_path, strategy):
     # PRISM's alignment advantage for the first 3 steps (the discriminator scores and trains on each rank's
-    # groups, gradients summed), then plain GRPO at step 4 (no rank scores: every rank skips its update)
-    sets = ["--set", "algorithm.advantage_transforms=[{name: prism, steps: 3}]",
+    # groups, gradients summed), then plain GRPO at step 4 (no rank scores: every rank skips its update); with
+    # FSDP the discriminator is a whole replica beside the sharded policy
+    sets = ["--set", f"train.distributed.strategy={strategy}",
+            "--set", "algorithm.advantage_transforms=[{name: prism, steps: 3}]",
             "--set", "algorithm.discriminator.enabled=true", "--set", "algorithm.discriminator.format=null",
             "--set", "algorithm.discriminator.perception_tag=null", "--set", "algorithm.discriminator.lr=0.001",
             # scores of O(1), not the default initialisation's O(1e-3): the group normalisation divides the

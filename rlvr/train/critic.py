@@ -26,8 +26,9 @@ return_mean, explained_variance, clip_frac, grad_norm}``.
 Under ``torchrun`` (DDP) every rank holds the whole critic, as it holds the whole policy: the old values are
 computed by whole groups on each rank and gathered, each minibatch's micro-batches are dealt round-robin to
 the ranks, and their gradients summed over ranks before the (identical) optimizer step, so every rank's
-critic stays equal to a one-process run's. FSDP is not supported yet (the critic would be a full replica
-beside the sharded policy), a config error. With a LoRA policy (``model.lora``) the critic's trunk is the
+critic stays equal to a one-process run's. With FSDP the same: the critic is a whole replica on every rank
+beside the sharded policy (built from a copy of the policy taken before sharding), so it costs each rank a
+whole model and its AdamW state, as under DDP (a LoRA policy's critic trains adapters only). With a LoRA policy (``model.lora``) the critic's trunk is the
 policy's merged weights, frozen, with adapters of the same configuration of its own: only they and the
 heads train (:func:`rlvr.models.lora.side_trunk`).
 """
@@ -205,9 +206,6 @@ def build_critic(cfg, model, device: torch.device, world: Any = None) -> Critic 
         return None
     if not {"values", "values_std"} & algorithm_needs(cfg):
         raise ValueError("algorithm.critic is set but no component reads its values (the gae advantage does)")
-    if world is not None and world.sharded:
-        raise ValueError("algorithm.critic with train.distributed.strategy=fsdp is not supported yet (the critic "
-                         "would be a full replica beside the sharded policy); use ddp")
     p = cfg.algorithm.advantage.params  # the critic's returns use the advantage's discount, lambda and bonus
     return Critic(model, c, device, cfg.train.micro_batch_size, getattr(p, "gamma", 1.0), getattr(p, "lam", 1.0),
                   getattr(p, "std_bonus", 0.0), getattr(p, "std_bonus_clip", None), world)

@@ -36,7 +36,8 @@ it is a copy of the policy's trunk at the start of RL (the post-SFT model, as th
 Checkpoints hold ``discriminator.safetensors``, ``discriminator_optimizer.safetensors`` and
 ``discriminator.json``. Under ``torchrun`` (DDP) every rank holds the whole discriminator: each scores and
 trains on the rows of its own groups, the loss normalised by the global pair count, and the gradients are
-summed over ranks before the same AdamW step everywhere. FSDP is a config error (as for the critic). With a
+summed over ranks before the same AdamW step everywhere; with FSDP too, as a whole replica beside the sharded
+policy (as the critic: built from a copy of the policy taken before sharding). With a
 LoRA policy the trunk copy is the merged weights, frozen, with adapters of its own (as the critic's). Metrics
 ``discriminator/{loss, acc, perception_acc, reasoning_acc, pairs, student_mean, teacher_mean, grad_norm}``.
 """
@@ -269,9 +270,6 @@ def build_discriminator(cfg, model, tokenizer, task, device: torch.device, world
     if not _READS & algorithm_needs(cfg):
         raise ValueError("algorithm.discriminator is enabled but no component reads its scores (the prism "
                          "advantage transform does)")
-    if world is not None and world.sharded:
-        raise ValueError("algorithm.discriminator with train.distributed.strategy=fsdp is not supported yet (it would "
-                         "be a full replica beside the sharded policy); use ddp")
     demos = read_demos(d.demos) if d.demos is not None else None
     fmt = re.compile(d.format, re.DOTALL) if d.format is not None else None
     sample = task.examples("train")[:200]

@@ -202,9 +202,14 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     device = torch.device(device)
     model = apply_lora(model, cfg.model.lora).to(device)  # adapters only train (a no-op without model.lora)
     use_shared_prefix(cfg, model, ref_model)
-    # the asynchronous producer's copy is taken while the model is whole (FSDP shards it in place next)
+    # FSDP shards the policy in place next: what needs it whole takes its copy first -- the asynchronous
+    # producer's snapshot, the copy interleaved SFT phases train, the source of the critic's and the
+    # discriminator's trunks
     snapshot = rollout_copy(model) if world.sharded and wants_async(cfg) else None
-    whole = copy.deepcopy(model) if world.sharded and cfg.sft.interleave_every else None  # FSDP: SFT phases' copy
+    whole = copy.deepcopy(model) if world.sharded and cfg.sft.interleave_every else None
+    side = model
+    if world.sharded and (cfg.algorithm.critic.heads or cfg.algorithm.discriminator.enabled):
+        side = whole if whole is not None else copy.deepcopy(model)
     update_module = world.wrap(CompletionLogprobs(model)) if world.distributed else None  # before the optimizer
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
@@ -222,8 +227,9 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       algo_state=algo_state, world=world,
                       update_module=update_module)
     c.after_update = interleaved_sft(cfg, model, tok, task, engine, world, whole)
-    c.critic = build_critic(cfg, model, device, world)  # None without algorithm.critic
-    c.discriminator = build_discriminator(cfg, model, tok, task, device, world)  # None unless enabled
+    c.critic = build_critic(cfg, side, device, world)  # None without algorithm.critic
+    c.discriminator = build_discriminator(cfg, side, tok, task, device, world)  # None unless enabled
+    del side
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
                                 lambda m: bind_task(bind_stats(producer_engine(cfg, engine, m, tok), stats), task),
                                 snapshot)
