@@ -74,7 +74,7 @@ def gather_into(whole: torch.nn.Module, sharded: torch.nn.Module) -> None:
     time. A collective: every rank calls it at the same point."""
     with torch.no_grad():
         for dst, src in zip(whole.parameters(), sharded.parameters()):
-            dst.copy_(src.full_tensor() if hasattr(src, "full_tensor") else src)
+            dst.copy_(local_value(src))
 
 
 def scatter_from(whole: torch.nn.Module, sharded: torch.nn.Module) -> None:

@@ -51,6 +51,8 @@ from typing import Any, Callable
 
 import torch
 
+from rlvr.train.fsdp import gather_into
+
 __all__ = ["AsyncRollouts", "async_rollouts", "rollout_copy", "wants_async"]
 
 
@@ -100,10 +102,7 @@ class AsyncRollouts:
         self.thread.start()
 
     def _copy_weights(self) -> None:
-        with torch.no_grad():
-            for dst, src in zip(self.model.parameters(), self.c.model.parameters()):
-                # an FSDP shard is gathered (a collective of the trainers, in the same order on every rank)
-                dst.copy_(src.full_tensor() if hasattr(src, "full_tensor") else src)
+        gather_into(self.model, self.c.model)  # FSDP shards gathered: a collective of the trainers
 
     def _produce(self) -> None:
         # a new thread starts with OpenMP's default count (every core), not the run's; vLLM's CPU attention
