@@ -124,6 +124,8 @@ class RolloutConfig(Section):
                                                     "ahead of the update (0: synchronous; rlvr.train.pipeline)")
     stages: int = Field(0, ge=0, description="Mu-GRPO: S generation stages over the run, each generated at once "
                                              "with its first step's policy (0: off; rlvr.train.pipeline)")
+    producer_threads: int | None = Field(None, gt=0, description="torch threads of the asynchronous producer "
+                                         "(null: train.threads, the trainer's count)")
 
 
 class ScoringConfig(Section):
@@ -302,6 +304,12 @@ class RunConfig(Section):
                             f"({c.num_contexts * c.per_context}) and no rollout.guidance")
         if self.rollout.max_staleness and self.rollout.stages:
             problems.append("rollout.max_staleness and rollout.stages are two schedules of stale rollouts; set one")
+        if self.rollout.producer_threads and not (self.rollout.max_staleness or self.rollout.stages):
+            problems.append("rollout.producer_threads sets the asynchronous producer's threads; a synchronous run "
+                            "(no rollout.max_staleness or rollout.stages) has none: use train.threads")
+        if self.rollout.producer_threads and self.rollout.engine == "vllm":
+            problems.append("rollout.producer_threads cannot apply with rollout.engine=vllm: vLLM's CPU kernels run on "
+                            "the thread count its engine was planned with (train.threads)")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

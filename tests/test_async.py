@@ -216,3 +216,40 @@ def test_mu_grpo_recipe_sets_stages_and_behaviour_ratio_and_trains(tmp_path):
 
     out = recipe_trains("mu_grpo", tmp_path, ["reward", "loss"], overrides=["train.steps=2"])
     assert out["cfg"].rollout.stages == 4 and out["cfg"].algorithm.old_logp == "behaviour"
+
+
+@pytest.mark.parametrize("producer_threads", [None, 1])
+def test_the_producer_runs_torch_on_its_own_thread_count(jsonl_cfg_overrides, monkeypatch, producer_threads):
+    """rollout.producer_threads sets the producer thread's torch threads (default: train.threads); the trainer
+    keeps train.threads."""
+    import threading
+
+    seen = {}
+    real_collect, real_step = loop_mod.collect_rollouts, loop_mod.train_step
+
+    def collect(cfg, c, step, seed_for):
+        seen.setdefault(("producer", threading.current_thread().name), set()).add(torch.get_num_threads())
+        return real_collect(cfg, c, step, seed_for)
+
+    def step(cfg, c, j, ro, t0):
+        seen.setdefault(("trainer", threading.current_thread().name), set()).add(torch.get_num_threads())
+        return real_step(cfg, c, j, ro, t0)
+
+    monkeypatch.setattr(loop_mod, "collect_rollouts", collect)
+    monkeypatch.setattr(loop_mod, "train_step", step)
+    before = torch.get_num_threads()
+    over = ["train.threads=2", "train.checkpoint_every=0"]
+    over += [] if producer_threads is None else [f"rollout.producer_threads={producer_threads}"]
+    try:
+        train(_cfg(jsonl_cfg_overrides, *over))
+    finally:
+        torch.set_num_threads(before)
+    assert seen == {("producer", "rlvr-rollouts"): {producer_threads or 2}, ("trainer", "MainThread"): {2}}
+
+
+def test_producer_threads_without_a_producer_or_with_vllm_is_refused():
+    with pytest.raises(ConfigError, match="synchronous run.*train.threads"):
+        load_config(overrides=["rollout.producer_threads=1"])
+    with pytest.raises(ConfigError, match="vLLM's CPU kernels"):
+        load_config(overrides=["rollout.max_staleness=1", "rollout.engine=vllm", "rollout.producer_threads=1"])
+    assert load_config(overrides=["rollout.stages=2", "rollout.producer_threads=1"]).rollout.producer_threads == 1

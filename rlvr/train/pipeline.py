@@ -38,7 +38,9 @@ then holds one whole copy of the weights for generation, as FSDP's synchronous g
 
 The producer touches only rollout-side state (sampler, allocator, prompt statistics, the rollout engine
 and its wrappers, the appeal estimate); the trainer only the model, optimizer and algorithm state. On
-CPU give each side its own threads (``train.threads``) or they contend for the same cores.
+CPU the producer runs torch on ``rollout.producer_threads`` (default: the trainer's ``train.threads``);
+the two sides' thread pools share the cores, so keep their sum near the core count, or let waiting threads
+sleep (``OMP_WAIT_POLICY=PASSIVE``; ``benchmarks/async_rollouts.py``).
 """
 
 from __future__ import annotations
@@ -60,12 +62,14 @@ class AsyncRollouts:
     """The producer thread of the asynchronous schedule (module docstring)."""
 
     def __init__(self, collect: Callable[[Any, int], Any], c: Any, staleness: int, rollout_model: Any,
-                 rollout_engine: Any, stage_steps: int = 0, world: Any = None, trainer_copies: bool = False):
+                 rollout_engine: Any, stage_steps: int = 0, world: Any = None, trainer_copies: bool = False,
+                 threads: int | None = None):
         self.collect, self.c, self.s, self.stage = collect, c, staleness, stage_steps
         self.world = world if world is not None else c.world  # the producers' group (World.split)
         self.trainer_copies = trainer_copies  # FSDP: snapshots are gathered by the trainers (module docstring)
         self.model, self.engine = rollout_model, rollout_engine
-        self.threads = torch.get_num_threads()  # the run's count (train.threads), set in the trainer's thread
+        # rollout.producer_threads, or the run's count (train.threads, set in the trainer's thread)
+        self.threads = threads or torch.get_num_threads()
         self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
 
@@ -209,4 +213,4 @@ def async_rollouts(cfg: Any, c: Any, collect: Callable[[Any, int], Any], build_e
     stage = -(-max(cfg.train.steps, 1) // r.stages) if r.stages else 0  # steps per stage
     model = rollout_copy(c.model) if model is None else model
     return AsyncRollouts(collect, c, r.max_staleness, model, build_engine(model), stage, c.world.split(),
-                         trainer_copies=c.world.sharded)
+                         trainer_copies=c.world.sharded, threads=r.producer_threads)
