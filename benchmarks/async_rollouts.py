@@ -1,21 +1,29 @@
 """Steps per second of synchronous vs asynchronous (``rollout.max_staleness``) training on CPU.
 
-A workload where generation and update take comparable time: a 256-wide, 4-layer tiny model, 8 prompts x
-8 completions of 24 new tokens, one optimizer step per RL step. Each setting runs in its own process
-(thread counts are per process): ``train.steps`` RL steps through ``rlvr.train.run.train`` with no SFT and
-no checkpoints before the end, timed by the RL phase's own clock (``rl_seconds``). Ratios are against the
-synchronous run with 2 threads, measured in the same invocation.
+The model: a 256-wide, 4-layer tiny model, 8 prompts x 8 completions of 24 new tokens, one optimizer step
+per RL step. Two workloads: the demo task (``--judge-latency 0``: both phases on the CPU), and a JSONL task
+whose reward function waits ``--judge-latency`` seconds per step (a remote judge or sandbox: wall time
+without local CPU); with ``--set algorithm.epochs=2`` the latter's rollout phase (generation + judge) and
+update take about the same time. Each setting runs in its own process (thread counts are per process):
+``train.steps`` RL steps through ``rlvr.train.run.train`` with no SFT and no checkpoints before the end,
+timed by the RL phase's own clock (``rl_seconds``).
 
-With ``max_staleness = 1`` the producer thread generates step k+1 while the trainer updates step k. Each
-side runs its torch ops on ``train.threads`` threads, so ``async, 1 thread`` keeps the two cores busy
-with one thread each, where the synchronous run alternates generation and update on both. Both sides are
-threads of one Python process there, so they also take turns holding its interpreter lock; ``async, Ray
-worker`` (the ``ray`` extra; left out with ``--no-ray`` or when Ray is not installed) generates in a Ray
-actor process on one CPU (``rollout.engine: ray``, ``hf`` inside it, weights sent after each snapshot)
-while the trainer's process updates on one thread.
+The settings: the synchronous run on 2 threads (the baseline) and on 1; with ``max_staleness = s`` (the
+producer thread generates step k+1 while the trainer updates step k) the trainer and the producer on 1
+thread each, on 2 each, and the trainer on 2 with the producer on 1 (``rollout.producer_threads=1``); and
+``async, Ray worker`` (the ``ray`` extra; left out with ``--no-ray`` or when Ray is not installed), which
+generates in a Ray actor process on one CPU (``rollout.engine: ray``, ``hf`` inside it) while the trainer's
+process updates on one thread. In-process, both sides are threads of one Python process, so they also take
+turns holding its interpreter lock.
 
-    python benchmarks/async_rollouts.py             # ~4 minutes on 2 cores
-    python benchmarks/async_rollouts.py --steps 10
+A 2-core VM's speed drifts by a third within minutes, so the settings run in ``--rounds`` interleaved
+rounds (every setting once per round, in order) and each ratio is taken against the synchronous run of its
+own round; the median and range of those paired ratios are printed. ``--omp-passive`` runs every setting
+with ``OMP_WAIT_POLICY=PASSIVE`` (waiting OpenMP threads sleep instead of spinning, which matters when the
+producer's and the trainer's thread pools share the cores).
+
+    python benchmarks/async_rollouts.py --judge-latency 0.5 --set algorithm.epochs=2 --omp-passive --no-ray
+    python benchmarks/async_rollouts.py --omp-passive --no-ray --no-one-thread      # CPU-bound both sides
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,12 +80,15 @@ def judge_task(d: Path, latency: float) -> list[str]:
     return ["task.name=jsonl", f"task.train_path={data}", "task.eval_fraction=0.1", f"task.verifier={d / 'judge.py'}:score"]
 
 
-def run(steps: int, threads: int, stale: int, extra: list[str], latency: float = 0.0) -> dict:
+def run(steps: int, threads: int, stale: int, extra: list[str], latency: float = 0.0, passive: bool = False) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if passive:
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
     with tempfile.TemporaryDirectory() as d:
         if latency:
             extra = judge_task(Path(d), latency) + extra
         out = subprocess.run([sys.executable, "-c", WORKER, str(Path(d) / "run"), str(steps), str(threads),
-                              str(stale), json.dumps(extra)], capture_output=True, text=True, check=True)
+                              str(stale), json.dumps(extra)], capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -86,23 +99,34 @@ def main() -> None:
     ap.add_argument("--judge-latency", type=float, default=0.0,
                     help="seconds the reward function waits per step (a remote judge, a sandbox); 0: the demo task")
     ap.add_argument("--no-ray", action="store_true", help="leave out the setting with a Ray rollout worker")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every setting (paired ratios)")
+    ap.add_argument("--omp-passive", action="store_true", help="OMP_WAIT_POLICY=PASSIVE in every setting")
+    ap.add_argument("--staleness", type=int, nargs="+", default=[1], help="rollout.max_staleness of the async settings")
+    ap.add_argument("--no-one-thread", action="store_true", help="leave out the 1-thread settings")
     args = ap.parse_args()
     workload = WORKLOAD + args.set
     ray = ["rollout.engine=ray", "rollout.ray.engine=hf", "rollout.ray.num_cpus=1"]
-    settings = [("sync, 2 threads", 2, 0, []), ("sync, 1 thread", 1, 0, []), ("async s=1, 1 thread", 1, 1, []),
-                ("async s=1, 2 threads", 2, 1, [])]
-    if not args.no_ray and importlib.util.find_spec("ray") is not None:
-        settings.append(("async s=1, Ray worker", 1, 1, ray))
-    rows = []
-    for name, threads, stale, extra in settings:
-        r = run(args.steps, threads, stale, workload + extra, args.judge_latency)
-        rows.append((name, r))
-        print(f"{name:24s} {r['steps'] / r['rl_seconds']:.3f} steps/s  (rollout+score {r['rollout']:.2f} s, "
-              f"update {r['update']:.2f} s, step {r['step']:.2f} s, mean reward {r['reward']:.3f})", flush=True)
-    base = rows[0][1]["steps"] / rows[0][1]["rl_seconds"]
-    print("\nsteps/s relative to sync, 2 threads:")
-    for name, r in rows:
-        print(f"  {name:24s} {r['steps'] / r['rl_seconds'] / base:.2f}x")
+    settings = [("sync, 2 threads", 2, 0, [])] + ([] if args.no_one_thread else [("sync, 1 thread", 1, 0, [])])
+    for s in args.staleness:
+        settings += [] if args.no_one_thread else [(f"async s={s}, 1 thread", 1, s, [])]
+        settings.append((f"async s={s}, 2 threads", 2, s, []))
+        settings.append((f"async s={s}, 2 + producer 1", 2, s, ["rollout.producer_threads=1"]))
+        if not args.no_ray and importlib.util.find_spec("ray") is not None:
+            settings.append((f"async s={s}, Ray worker", 1, s, ray))
+    ratios: dict[str, list[float]] = {name: [] for name, *_ in settings}
+    for k in range(args.rounds):
+        base = None
+        for name, threads, stale, extra in settings:
+            r = run(args.steps, threads, stale, workload + extra, args.judge_latency, args.omp_passive)
+            rate = r["steps"] / r["rl_seconds"]
+            base = rate if base is None else base
+            ratios[name].append(rate / base)
+            print(f"round {k + 1} {name:24s} {rate:.3f} steps/s = {rate / base:.2f}x  (rollout+score "
+                  f"{r['rollout']:.2f} s, update {r['update']:.2f} s, step {r['step']:.2f} s, "
+                  f"mean reward {r['reward']:.3f})", flush=True)
+    print(f"\nsteps/s relative to sync, 2 threads, in the same round (median [min, max] of {args.rounds}):")
+    for name, xs in ratios.items():
+        print(f"  {name:24s} {statistics.median(xs):.2f}x [{min(xs):.2f}, {max(xs):.2f}]")
 
 
 if __name__ == "__main__":
