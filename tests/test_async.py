@@ -241,10 +241,11 @@ def test_the_producer_runs_torch_on_its_own_thread_count(jsonl_cfg_overrides, mo
     over = ["train.threads=2", "train.checkpoint_every=0"]
     over += [] if producer_threads is None else [f"rollout.producer_threads={producer_threads}"]
     try:
-        train(_cfg(jsonl_cfg_overrides, *over))
+        summary = train(_cfg(jsonl_cfg_overrides, *over))
     finally:
         torch.set_num_threads(before)
     assert seen == {("producer", "rlvr-rollouts"): {producer_threads or 2}, ("trainer", "MainThread"): {2}}
+    assert (summary["threads"], summary["producer_threads"]) == (2, producer_threads or 2)
 
 
 def test_producer_threads_without_a_producer_or_with_vllm_is_refused():

@@ -168,6 +168,9 @@ def _summarise(cfg: RunConfig, run_dir: Path, c: Components, extra: dict[str, An
         "peak_gpu_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
         "prompts": extra.get("prompts"),
         "threads": torch.get_num_threads(),
+        # the asynchronous producer's (rollout.producer_threads, else the trainer's); None: no producer
+        "producer_threads": ((cfg.rollout.producer_threads or torch.get_num_threads())
+                             if cfg.rollout.max_staleness or cfg.rollout.stages else None),
         "world_size": c.world.size,
         **describe(c.model, c.optimizer),  # trainable / total parameters, optimizer-state bytes (LoRA: adapters)
     }
