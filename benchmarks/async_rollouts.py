@@ -13,8 +13,8 @@ producer thread generates step k+1 while the trainer updates step k) the trainer
 thread each, on 2 each, and the trainer on 2 with the producer on 1 (``rollout.producer_threads=1``); and
 ``async, Ray worker`` (with ``--ray``, when the ``ray`` extra is installed), which generates in a Ray actor
 process on one CPU (``rollout.engine: ray``, ``hf`` inside it) while the trainer's process updates on one
-thread. In-process, both sides are threads of one Python process, so they also take
-turns holding its interpreter lock.
+thread. In-process, both sides are threads of one Python process, so they also take turns holding its
+interpreter lock.
 
 A 2-core VM's speed drifts by a third within minutes, so the settings run in ``--rounds`` interleaved
 rounds (every setting once per round, in order) and each ratio is taken against the synchronous run of its
@@ -43,7 +43,7 @@ import json, sys
 from rlvr.config import load_config
 from rlvr.train.run import train
 out, steps, threads, stale = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-extra = json.loads(sys.argv[5])
+extra, skip = json.loads(sys.argv[5]), int(sys.argv[6])
 cfg = load_config(overrides=[
     f"out={out}", "sft.steps=0", f"train.steps={steps}", "train.eval_every=0", "train.checkpoint_every=0",
     "eval.num_examples=4", "eval.samples=1", "eval.report_greedy=false", f"train.threads={threads}",
@@ -51,7 +51,7 @@ cfg = load_config(overrides=[
     "algorithm.correction.name=tis"] + extra)
 s = train(cfg)
 m = [json.loads(l) for l in open(f"{out}/metrics.jsonl")]
-tail = m[2:]  # past warm-up (SKIP)
+tail = m[skip:]  # past warm-up and the pipeline's first step
 print(json.dumps({"rl_seconds": s["rl_seconds"], "steps": steps,
                   "rollout": sum(x["time/rollout"] + x["time/score"] for x in tail) / len(tail),
                   "update": sum(x["time/update"] for x in tail) / len(tail),
@@ -90,7 +90,8 @@ def run(steps: int, threads: int, stale: int, extra: list[str], latency: float =
         if latency:
             extra = judge_task(Path(d), latency) + extra
         out = subprocess.run([sys.executable, "-c", WORKER, str(Path(d) / "run"), str(steps), str(threads),
-                              str(stale), json.dumps(extra)], capture_output=True, text=True, check=True, env=env)
+                              str(stale), json.dumps(extra), str(SKIP)],
+                             capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -140,6 +141,7 @@ def main() -> None:
         xs, ys = ratios[name], steady[name]
         print(f"  {name:26s} {statistics.median(xs):.2f}x [{min(xs):.2f}, {max(xs):.2f}] | "
               f"{statistics.median(ys):.2f}x [{min(ys):.2f}, {max(ys):.2f}]")
+
 
 if __name__ == "__main__":
     main()

@@ -25,6 +25,7 @@ from rlvr.tasks.base import Task
 from rlvr.train.checkpoint import checkpoint_tmp, list_checkpoints, save_checkpoint
 from rlvr.train.fsdp import full_state_dict, load_optimizer, save_optimizer
 from rlvr.train.logging import ProgressDisplay, open_metrics_log, read_metrics
+from rlvr.train.pipeline import wants_async
 from rlvr.train.loop import Components, step_seed, train_loop
 from rlvr.train.plot import eval_series, plot_run
 from rlvr.train.setup import evaluation_engine
@@ -169,8 +170,7 @@ def _summarise(cfg: RunConfig, run_dir: Path, c: Components, extra: dict[str, An
         "prompts": extra.get("prompts"),
         "threads": torch.get_num_threads(),
         # the asynchronous producer's (rollout.producer_threads, else the trainer's); None: no producer
-        "producer_threads": ((cfg.rollout.producer_threads or torch.get_num_threads())
-                             if cfg.rollout.max_staleness or cfg.rollout.stages else None),
+        "producer_threads": (cfg.rollout.producer_threads or torch.get_num_threads()) if wants_async(cfg) else None,
         "world_size": c.world.size,
         **describe(c.model, c.optimizer),  # trainable / total parameters, optimizer-state bytes (LoRA: adapters)
     }
