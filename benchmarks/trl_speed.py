@@ -189,11 +189,14 @@ class Rlvr:
         self.a, self.phases, self.step_i, self.engine = a, Phases(), 0, engine
         n = a.prompts * a.group
         t = tiny_config(a)
+        name, _, extra = engine.partition("+")  # "native+compile": rollout.native.compile on
+        compiled = extra == "compile"
         self.cfg = RunConfig.model_validate({
             "seed": a.seed, "device": "cpu",
             "model": {"tiny": t.model_dump()},
-            "rollout": {"engine": engine, "prompts_per_step": a.prompts, "group_size": a.group, "max_new_tokens": a.new_tokens,
-                        "temperature": 1.0, "top_p": 1.0, "batch_size": n},
+            "rollout": {"engine": name, "prompts_per_step": a.prompts, "group_size": a.group, "max_new_tokens": a.new_tokens,
+                        "temperature": 1.0, "top_p": 1.0, "batch_size": n,
+                        "native": {"compile": compiled}},
             "algorithm": {"advantage": {"name": "grpo"},
                           "objective": {"name": "ppo_clip", "clip_low": CLIP, "clip_high": CLIP},
                           "aggregation": {"name": "token_mean"}, "kl": {"coef": 0.0}, "epochs": 1, "minibatches": 1},
@@ -359,7 +362,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps of each first")
     p.add_argument("--workloads", default="16x8x64,4x8x16",
                    help="comma-separated PROMPTSxGROUPxTOKENS workloads, each run in turn")
-    p.add_argument("--engines", default="hf,native,vllm", help="rlvr rollout engines to time (vllm when installed)")
+    p.add_argument("--engines", default="hf,native,vllm", help="rlvr rollout engines to time (vllm when installed); "
+                   "native+compile: the native engine with rollout.native.compile")
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-4)

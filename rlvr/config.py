@@ -32,6 +32,7 @@ from rlvr.rollout.contexts import ContextsConfig
 from rlvr.rollout.guidance import GuidanceConfig
 from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
+from rlvr.rollout.native_config import NativeConfig
 from rlvr.rollout.ray_engine import RayConfig
 from rlvr.rollout.scaffold import ScaffoldConfig
 from rlvr.rollout.vllm_config import VLLMConfig
@@ -119,6 +120,7 @@ class RolloutConfig(Section):
                                                               description="how rollouts are produced around the "
                                                               "engine (rlvr.rollout.strategies)")
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
+    native: NativeConfig = Field(default_factory=NativeConfig)
     ray: RayConfig = Field(default_factory=RayConfig, description="rollout.engine=ray: Ray rollout workers")
     max_staleness: int = Field(0, ge=0, description="asynchronous rollouts: generate up to K optimizer steps "
                                                     "ahead of the update (0: synchronous; rlvr.train.pipeline)")
@@ -310,6 +312,8 @@ class RunConfig(Section):
         if self.rollout.producer_threads and self.rollout.engine == "vllm":
             problems.append("rollout.producer_threads cannot apply with rollout.engine=vllm: vLLM's CPU kernels run on "
                             "the thread count its engine was planned with (train.threads)")
+        if self.rollout.native.compile and self.rollout.engine != "native":
+            problems.append(f"rollout.native.compile applies to rollout.engine=native, not {self.rollout.engine!r}")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

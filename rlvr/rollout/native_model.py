@@ -24,6 +24,16 @@ Decoding reads each projection's weight at call time; on small models (:data:`FU
 call first concatenates the q/k/v and gate/up weights into one product each, and drops the copies at its end;
 nothing is cached across calls, so after an optimizer step the next ``generate`` uses the new weights (the
 engine shares the trainer's module).
+
+Compiled decoding (``compile=True``, ``rollout.native.compile``): the eager step attends over the slots written
+so far, a slice that grows by one each step, which ``torch.compile`` would recompile at every step. The compiled
+step instead attends over the whole cache (future and pad slots masked out: zero weight, and the cache starts at
+zero so an unwritten slot is never NaN) and takes the slot as a tensor, so every step of a batch runs one graph;
+the cache length is rounded up to a multiple of :data:`COMPILE_BUCKET`, so prompts of nearby widths share a
+graph. The first batch shape compiles a static graph, a second one a graph with dynamic sizes that serves every
+later shape. It pays where a step is per-op overhead (short caches, few rows) and not where the longer
+attention costs more than the fused ops save (``benchmarks/README.md``). Compiled kernels round differently from eager ones, so a seed no longer gives exactly
+the ``hf`` engine's tokens; the logits agree to float tolerance (``tests/test_native_compile.py``).
 """
 
 from __future__ import annotations
@@ -34,13 +44,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["SUPPORTED_TYPES", "unsupported_reason", "Decoder"]
+__all__ = ["SUPPORTED_TYPES", "COMPILE_BUCKET", "unsupported_reason", "Decoder"]
 
 SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
 # the decode step fuses projections (a per-batch copy of their weights) while the copies take at most this much
 # memory: on small models a step is mostly per-op overhead, which fusing cuts (1.05-1.10x on the tiny demo
 # model); on larger ones the products dominate and the copy costs more than it saves (0.96x at 512 x 8 layers)
 FUSE_BYTES = 16 * 2**20
+COMPILE_BUCKET = 8  # compiled decoding: the cache length is a multiple of this (a longer cache attends more slots)
 _LAYER_LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                   "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
@@ -122,7 +133,7 @@ class Decoder:
     ``row_group[r]`` is the prompt (row of the prefill batch) that cache row ``r`` continues.
     """
 
-    def __init__(self, model, fuse: bool | None = None):
+    def __init__(self, model, fuse: bool | None = None, compile: bool = False):
         cfg = model.config
         trunk = model.model
         self.embed = trunk.embed_tokens
@@ -144,6 +155,9 @@ class Decoder:
             fuse = sum(L.q.weight.numel() + L.k.weight.numel() + L.v.weight.numel() + L.gate.weight.numel()
                        + L.up.weight.numel() for L in self.layers) * self.embed.weight.element_size() <= FUSE_BYTES
         self.fuse = fuse
+        # the first batch shape compiles a static graph; a second shape recompiles once with dynamic sizes, which
+        # every later shape reuses (torch.compile's automatic dynamic shapes)
+        self.compiled = torch.compile(self._full_step) if compile else None
 
     # -- setup ---------------------------------------------------------------------------------------------
     def start(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, row_group: torch.Tensor,
@@ -154,6 +168,8 @@ class Decoder:
         device, dtype = prompt_ids.device, self.embed.weight.dtype
         rows = row_group.shape[0]
         self.width, self.total = width, width + max_new_tokens
+        if self.compiled is not None:  # nearby widths share a graph; the extra slots stay masked
+            self.total = -(-self.total // COMPILE_BUCKET) * COMPILE_BUCKET
         positions = torch.arange(self.total, device=device)[None]
         cos, sin = self.rotary(self.embed.weight[:1], positions)  # [1, total, D], scaling applied
         self.cos, self.sin = cos[0], sin[0]
@@ -162,10 +178,13 @@ class Decoder:
         self.prompt_len = prompt_mask.sum(-1)[row_group]  # [R]; decode step t is at position len + t
         # keys are cached transposed, [R, kv, D, total]: the decode step's q @ k^T is then a plain bmm over
         # contiguous rows (half the time of a transposed operand on CPU)
-        self.k_cache = [torch.empty(rows, self.n_kv, self.head_dim, self.total, dtype=dtype, device=device)
+        # the compiled step reads every slot: unwritten ones must be finite (zero) to get zero attention weight
+        alloc = torch.zeros if self.compiled is not None else torch.empty
+        self.k_cache = [alloc(rows, self.n_kv, self.head_dim, self.total, dtype=dtype, device=device)
                         for _ in self.layers]
-        self.v_cache = [torch.empty(rows, self.n_kv, self.total, self.head_dim, dtype=dtype, device=device)
+        self.v_cache = [alloc(rows, self.n_kv, self.total, self.head_dim, dtype=dtype, device=device)
                         for _ in self.layers]
+        self.slots = torch.arange(self.total, device=device)
         self.key_bias = torch.zeros(rows, 1, 1, self.total, device=device).masked_fill_(
             ~self.key_valid[:, None, None], float("-inf"))  # added to the decode step's scores
         last = self._prefill(prompt_ids, prompt_mask.bool(), row_group)
@@ -228,7 +247,7 @@ class Decoder:
 
     def release(self) -> None:
         """Drop the batch's cache and masks."""
-        self.k_cache = self.v_cache = self.key_valid = self.key_bias = self.cos = self.sin = None
+        self.k_cache = self.v_cache = self.key_valid = self.key_bias = self.cos = self.sin = self.slots = None
         for L in self.layers:
             L.qkv = L.gate_up = None
 
@@ -236,37 +255,65 @@ class Decoder:
     def step(self, tokens: torch.Tensor, t: int) -> torch.Tensor:
         """Feed decode step ``t``'s ``[R]`` tokens (cache slot ``width + t``); the next ``[R, vocab]`` logits."""
         slot = self.width + t
+        if self.compiled is not None:
+            return self.compiled(tokens, self.prompt_len + t, self.slots[slot: slot + 1])
         rows = tokens.shape[0]
         pos = self.prompt_len + t
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # [R, 1, D]
-        groups = self.n_heads // self.n_kv
         x = F.embedding(tokens, self.embed.weight)  # [R, H]
-        nq, nk = self.n_heads * self.head_dim, self.n_kv * self.head_dim
         for li, L in enumerate(self.layers):
             lo = 0 if L.window is None else max(0, slot - L.window + 1)
-            h = _rms(x, L.ln1, self.eps)
-            if L.qkv is not None:
-                z = F.linear(h, *L.qkv)  # [R, q | k | v]
-                qk = _rope(z[:, : nq + nk].view(rows, self.n_heads + self.n_kv, self.head_dim), cos, sin)
-                q, k = qk[:, : self.n_heads], qk[:, self.n_heads:]
-                v = z[:, nq + nk:].view(rows, self.n_kv, self.head_dim)
-            else:
-                q = _rope(_lin(h, L.q).view(rows, self.n_heads, self.head_dim), cos, sin)
-                k = _rope(_lin(h, L.k).view(rows, self.n_kv, self.head_dim), cos, sin)
-                v = _lin(h, L.v).view(rows, self.n_kv, self.head_dim)
+            q, k, v = self._qkv(x, L, cos, sin)
             kc, vc = self.k_cache[li], self.v_cache[li]
             kc[:, :, :, slot] = k
             vc[:, :, slot] = v
-            # one query token: the ``groups`` query heads sharing a key/value head attend as ``groups``
-            # query rows of that head, so no key/value repeat is materialised
-            scores = torch.matmul(q.view(rows, self.n_kv, groups, self.head_dim), kc[..., lo: slot + 1]).float()
+            scores = torch.matmul(q, kc[..., lo: slot + 1]).float()
             scores = scores.mul_(self.scale).add_(self.key_bias[..., lo: slot + 1])  # softmax in float32
-            att = torch.matmul(scores.softmax(-1).to(vc.dtype), vc[:, :, lo: slot + 1])
-            x = x + _lin(att.reshape(rows, -1), L.o)
-            if L.gate_up is not None:
-                gu = F.linear(_rms(x, L.ln2, self.eps), L.gate_up)
-                gate, up = gu.split(L.gate.weight.shape[0], dim=-1)
-                x = x + F.linear(F.silu(gate) * up, L.down.weight, L.down.bias)
-            else:
-                x = x + self._mlp(x, L)
+            x = self._decode_rest(x, L, scores, vc[:, :, lo: slot + 1])
         return self._logits(x)
+
+    def _full_step(self, tokens: torch.Tensor, pos: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+        """:meth:`step` over the whole cache, the slot a ``[1]`` tensor: the same shapes at every step (the
+        function ``compile=True`` compiles)."""
+        cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]
+        x = F.embedding(tokens, self.embed.weight)
+        future = self.slots > slot  # [total]
+        for li, L in enumerate(self.layers):
+            q, k, v = self._qkv(x, L, cos, sin)
+            kc, vc = self.k_cache[li], self.v_cache[li]
+            kc.index_copy_(3, slot, k[..., None])
+            vc.index_copy_(2, slot, v[:, :, None])
+            hidden = future if L.window is None else future | (self.slots <= slot - L.window)
+            scores = torch.matmul(q, kc).float().mul_(self.scale)
+            # masked_fill, not the bias: a masked slot's score must not depend on what the slot holds
+            scores = scores.masked_fill_(hidden | ~self.key_valid[:, None, None], float("-inf"))
+            x = self._decode_rest(x, L, scores, vc)
+        return self._logits(x)
+
+    def _qkv(self, x: torch.Tensor, L: _Layer, cos: torch.Tensor, sin: torch.Tensor):
+        """One decode token's rotated queries ``[R, kv, groups, D]`` (the ``groups`` query heads sharing a key/value
+        head attend as ``groups`` query rows of that head, so no key/value repeat is materialised), keys and values
+        ``[R, kv, D]``."""
+        rows = x.shape[0]
+        nq, nk = self.n_heads * self.head_dim, self.n_kv * self.head_dim
+        h = _rms(x, L.ln1, self.eps)
+        if L.qkv is not None:
+            z = F.linear(h, *L.qkv)  # [R, q | k | v]
+            qk = _rope(z[:, : nq + nk].view(rows, self.n_heads + self.n_kv, self.head_dim), cos, sin)
+            q, k = qk[:, : self.n_heads], qk[:, self.n_heads:]
+            v = z[:, nq + nk:].view(rows, self.n_kv, self.head_dim)
+        else:
+            q = _rope(_lin(h, L.q).view(rows, self.n_heads, self.head_dim), cos, sin)
+            k = _rope(_lin(h, L.k).view(rows, self.n_kv, self.head_dim), cos, sin)
+            v = _lin(h, L.v).view(rows, self.n_kv, self.head_dim)
+        return q.reshape(rows, self.n_kv, self.n_heads // self.n_kv, self.head_dim), k, v
+
+    def _decode_rest(self, x: torch.Tensor, L: _Layer, scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """The layer after its attention scores: softmax (float32), values, output projection, MLP."""
+        att = torch.matmul(scores.softmax(-1).to(values.dtype), values)
+        x = x + _lin(att.reshape(x.shape[0], -1), L.o)
+        if L.gate_up is None:
+            return x + self._mlp(x, L)
+        gu = F.linear(_rms(x, L.ln2, self.eps), L.gate_up)
+        gate, up = gu.split(L.gate.weight.shape[0], dim=-1)
+        return x + F.linear(F.silu(gate) * up, L.down.weight, L.down.bias)
