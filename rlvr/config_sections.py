@@ -84,6 +84,9 @@ class DiscriminatorConfig(_Section):
     perception_tag: str | None = Field("caption", description="the tag whose block (through its closing tag) is "
                                                               "the perception span; the rest is the reasoning "
                                                               "span (null: no perception expert, all reasoning)")
+    reasoning_reads_perception: bool = Field(False, description="the reasoning expert reads the perception span "
+                                             "before the reasoning span, so it can judge the answer against the "
+                                             "caption (not in the reference, where it reads the reasoning alone)")
     lr: float = Field(1e-6, gt=0.0, description="the discriminator's AdamW learning rate (official: 1e-6)")
     score_clip: float | None = Field(10.0, gt=0.0, description="clamp scores to +-this (null: off)")
     score_reg: float = Field(0.001, ge=0.0, description="coefficient of the mean squared score in its loss")

@@ -16,8 +16,9 @@ tokenised or that a sampled response ends in EOS (a cue that, left in, let it te
 every demonstration without reading them, and gave the policy no signal).
 
 **Scores.** The perception expert scores prompt + perception span, the reasoning expert prompt + reasoning
-span (the caption is not in the reasoning expert's input, as in the reference), each from the hidden state of
-the span's last token: ``D_e(x, s) = head_e(h_last)``, clamped to ``+-score_clip``. A malformed response
+span (the caption is not in the reasoning expert's input, as in the reference; ``reasoning_reads_perception``
+puts it there, before the reasoning, so the expert can see an answer that disagrees with the caption), each from
+the hidden state of the span's last token: ``D_e(x, s) = head_e(h_last)``, clamped to ``+-score_clip``. A malformed response
 scores 0 on both (and ``disc_format`` 0).
 
 **Loss**, per step on the rows of the batch it scored that are well-formed and have a well-formed
@@ -145,8 +146,11 @@ class Discriminator:
         parts = None if text is None else split_text(text, self.fmt, self.cfg.perception_tag)
         if parts is None:
             return None
-        enc = [self.tok(x, add_special_tokens=False)["input_ids"] for x in parts]
-        return {"perception": enc[0], "reasoning": enc[1]} if enc[1] else None
+        if not parts[1]:
+            return None
+        reasoning = parts[0] + parts[1] if self.cfg.reasoning_reads_perception else parts[1]
+        enc = [self.tok(x, add_special_tokens=False)["input_ids"] for x in (parts[0], reasoning)]
+        return {"perception": enc[0], "reasoning": enc[1]}
 
     def _teacher_spans(self, example: Example) -> dict[str, list[int]] | None:
         """The example's demonstration's spans, tokenised once per example."""

@@ -250,6 +250,21 @@ def test_scores_loss_and_the_malformed_rows():
     assert d.update() == {}  # nothing scored since
 
 
+@pytest.mark.parametrize("reads", [False, True])
+def test_the_reasoning_expert_reads_the_caption_only_when_asked(reads):
+    """Two responses with the same reasoning after different captions: the reference's reasoning expert (reading
+    the reasoning alone) cannot tell them apart; with reasoning_reads_perception it reads caption + reasoning."""
+    tok, d = _disc(reasoning_reads_perception=reads)
+    texts = [DEMO, DEMO.replace("2 red", "3 red")]
+    cap, rest = split_text(texts[1], d.fmt, "caption")
+    enc = d.spans(texts[1])
+    assert enc["perception"] == tok(cap, add_special_tokens=False)["input_ids"]
+    assert enc["reasoning"] == tok(cap + rest if reads else rest, add_special_tokens=False)["input_ids"]
+    out = d.extras(_rows(tok, texts), [Example("e", "q:", "2", target=DEMO)] * 2)
+    assert (out["disc_reasoning"][0] == out["disc_reasoning"][1]).item() is not reads
+    assert out["disc_perception"][0] != out["disc_perception"][1]
+
+
 def test_the_discriminator_learns_to_rank_demonstrations_first():
     tok, d = _disc(lr=1e-3)
     students = ["<caption>1 blue</caption><think>1 shapes</think><answer>1</answer>",  # both spans differ
