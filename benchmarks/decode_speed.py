@@ -1,4 +1,4 @@
-"""Generation-only speed of the ``hf``, ``native`` and (when installed) ``vllm`` rollout engines.
+"""Generation-only speed of the ``hf``, ``native`` (eager and compiled) and (when installed) ``vllm`` rollout engines.
 
 Both engines get the same model object, the same requests and the same seed, and are timed in turn
 (alternating, so load on a shared machine hits both alike). Generated tokens per second is the sum of
@@ -77,6 +77,8 @@ def bench(name: str, cfg: TinyModelConfig, args) -> None:
     sampling = SamplingParams(temperature=1.0, max_new_tokens=args.tokens, seed=0)
     rows = args.prompts * args.samples
     engines = {"hf": HFEngine(model, tok, batch_size=rows), "native": NativeEngine(model, tok, batch_size=rows)}
+    if "native-compile" in args.engines:  # rollout.native.compile; the warm-up call below compiles
+        engines["native-compile"] = NativeEngine(model, tok, batch_size=rows, compile=True)
     if "vllm" in args.engines:
         from rlvr.rollout.vllm_engine import VLLMEngine
 
@@ -103,11 +105,11 @@ def bench(name: str, cfg: TinyModelConfig, args) -> None:
         med, med_cpu = statistics.median(times[k]), statistics.median(cpu[k])
         n = sum(len(c) for c in outs[k])  # vllm draws other random numbers: its own token count
         check = f"same tokens as hf: {same}/{len(outs[k])}" if k != "vllm" else f"{n} tokens (own sampler)"
-        print(f"  {k:7s} wall {med * 1e3:8.1f} ms {n / med:8.0f} tok/s x{n / med / base_tps:5.2f} | "
+        print(f"  {k:14s} wall {med * 1e3:8.1f} ms {n / med:8.0f} tok/s x{n / med / base_tps:5.2f} | "
               f"CPU {med_cpu * 1e3:8.1f} ms x{n / med_cpu / base_cpu_tps:5.2f} | {check}")
     steps = max(len(c.completion_ids) for c in outs["hf"])  # the batch decodes until its longest row ends
     floor = linear_floor(model, rows, steps)
-    print(f"  floor   CPU {floor * 1e3:8.1f} ms: the dense matrix products of {rows} rows x {steps} steps "
+    print(f"  {'floor':14s} CPU {floor * 1e3:8.1f} ms: the dense matrix products of {rows} rows x {steps} steps "
           f"alone; hf's CPU time over it: x{base_cpu / floor:.2f}, the most any engine in this precision can gain")
 
 
@@ -120,8 +122,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's default)")
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
-    ap.add_argument("--engines", nargs="+", default=["hf", "native", "vllm"], choices=["hf", "native", "vllm"],
-                    help="hf and native always run; vllm when installed (scripts/setup_vllm.sh)")
+    ap.add_argument("--engines", nargs="+", default=["hf", "native", "native-compile", "vllm"],
+                    choices=["hf", "native", "native-compile", "vllm"],
+                    help="hf and native always run; native-compile: rollout.native.compile (compiles in the "
+                         "warm-up); vllm when installed (scripts/setup_vllm.sh)")
     args = ap.parse_args()
     import importlib.util
 

@@ -32,8 +32,9 @@ zero so an unwritten slot is never NaN) and takes the slot as a tensor, so every
 the cache length is rounded up to a multiple of :data:`COMPILE_BUCKET`, so prompts of nearby widths share a
 graph. The first batch shape compiles a static graph, a second one a graph with dynamic sizes that serves every
 later shape. It pays where a step is per-op overhead (short caches, few rows) and not where the longer
-attention costs more than the fused ops save (``benchmarks/README.md``). Compiled kernels round differently from eager ones, so a seed no longer gives exactly
-the ``hf`` engine's tokens; the logits agree to float tolerance (``tests/test_native_compile.py``).
+attention costs more than the fused ops save (``benchmarks/README.md``). Compiled kernels round differently from
+eager ones, so a seed no longer gives exactly the ``hf`` engine's tokens; the logits agree to float tolerance
+(``tests/test_native_compile.py``).
 """
 
 from __future__ import annotations
