@@ -312,8 +312,9 @@ class RunConfig(Section):
         if self.rollout.producer_threads and self.rollout.engine == "vllm":
             problems.append("rollout.producer_threads cannot apply with rollout.engine=vllm: vLLM's CPU kernels run on "
                             "the thread count its engine was planned with (train.threads)")
-        if self.rollout.native.compile and self.rollout.engine != "native":
-            problems.append(f"rollout.native.compile applies to rollout.engine=native, not {self.rollout.engine!r}")
+        if self.rollout.native.compile and "native" not in (self.rollout.engine, self.rollout.ray.engine if
+                                                             self.rollout.engine == "ray" else None):
+            problems.append(f"rollout.native.compile applies to the native engine, not {self.rollout.engine!r}")
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

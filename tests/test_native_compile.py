@@ -138,10 +138,11 @@ def test_compiled_engine_samples_the_trainers_distribution():
 def test_compile_config_is_checked():
     from rlvr.config import load_config
 
-    with pytest.raises(ValueError, match="rollout.native.compile applies to rollout.engine=native"):
-        load_config(overrides=["rollout.native.compile=true", "rollout.engine=hf"])
-    cfg = load_config(overrides=["rollout.native.compile=true", "rollout.engine=native"])
-    assert cfg.rollout.native.compile
+    for engine in (["rollout.engine=hf"], ["rollout.engine=ray", "rollout.ray.engine=hf"]):
+        with pytest.raises(ValueError, match="rollout.native.compile applies to the native engine"):
+            load_config(overrides=["rollout.native.compile=true", *engine])
+    for engine in (["rollout.engine=native"], ["rollout.engine=ray", "rollout.ray.engine=native"]):  # Ray workers
+        assert load_config(overrides=["rollout.native.compile=true", *engine]).rollout.native.compile
 
 
 def test_a_missing_cpu_compiler_is_refused_with_what_to_do(monkeypatch):
