@@ -11,7 +11,8 @@ __all__ = ["NativeConfig"]
 
 
 class NativeConfig(BaseModel):
-    """rlvr's own decode loop (used when ``rollout.engine=native``, or by Ray workers with ``rollout.ray.engine=native``)."""
+    """rlvr's own decode loop (used when ``rollout.engine=native``, and by Ray rollout workers with
+    ``rollout.ray.engine=native``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     compile: bool = Field(False, description="run the decode step through torch.compile (compiled on first use, "
