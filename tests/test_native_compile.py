@@ -150,3 +150,25 @@ def test_a_missing_cpu_compiler_is_refused_with_what_to_do(monkeypatch):
     monkeypatch.setattr(native_mod.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="C.. compiler.*rollout.native.compile=false"):
         NativeEngine(_qwen2(), TOK, compile=True)
+
+
+@pytest.mark.compile
+def test_a_training_run_decodes_with_the_compiled_step(jsonl_cfg_overrides, tmp_path, monkeypatch):
+    """``rlvr train`` with rollout.native.compile: the engine it builds decodes through the compiled step, and the
+    run learns from its rollouts (the behaviour log-probs are the trainer's before the first update)."""
+    import json
+
+    from rlvr.config import load_config
+    from rlvr.train.run import train
+
+    calls = []
+    original = Decoder._full_step
+    monkeypatch.setattr(Decoder, "_full_step", lambda self, *a: calls.append(1) or original(self, *a))
+    over = [o for o in jsonl_cfg_overrides if not o.startswith("out=")]
+    train(load_config(overrides=over + [f"out={tmp_path / 'run'}", "rollout.engine=native",
+                                        "rollout.native.compile=true", "train.steps=2"]))
+    metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert calls  # traced by torch.compile (and run eagerly nowhere else)
+    assert [m["step"] for m in metrics] == [1, 2]
+    assert metrics[0]["logp_mismatch"] < 1e-4
+    assert any(m["grad_norm"] > 0 for m in metrics)
