@@ -32,7 +32,7 @@ from rlvr.rollout.contexts import ContextsConfig
 from rlvr.rollout.guidance import GuidanceConfig
 from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
-from rlvr.rollout.native_config import NativeConfig
+from rlvr.rollout.native_config import NativeConfig, native_problems
 from rlvr.rollout.ray_engine import RayConfig
 from rlvr.rollout.scaffold import ScaffoldConfig
 from rlvr.rollout.vllm_config import VLLMConfig
@@ -312,9 +312,7 @@ class RunConfig(Section):
         if self.rollout.producer_threads and self.rollout.engine == "vllm":
             problems.append("rollout.producer_threads cannot apply with rollout.engine=vllm: vLLM's CPU kernels run on "
                             "the thread count its engine was planned with (train.threads)")
-        if self.rollout.native.compile and "native" not in (self.rollout.engine, self.rollout.ray.engine if
-                                                             self.rollout.engine == "ray" else None):
-            problems.append(f"rollout.native.compile applies to the native engine, not {self.rollout.engine!r}")
+        problems += native_problems(self.rollout)
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):
