@@ -150,6 +150,14 @@ def test_a_missing_cpu_compiler_is_refused_with_what_to_do(monkeypatch):
     monkeypatch.setattr(native_mod.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="C.. compiler.*rollout.native.compile=false"):
         NativeEngine(_qwen2(), TOK, compile=True)
+    from rlvr.config import load_config
+    from rlvr.train.preflight import SetupError, check_compiler
+
+    cfg = load_config(overrides=["rollout.engine=native", "rollout.native.compile=true"])
+    with pytest.raises(SetupError, match="C.. compiler"):  # `rlvr train` says so before loading anything
+        check_compiler(cfg, torch.device("cpu"))
+    check_compiler(cfg, torch.device("meta"))  # kernels for other devices are not C++
+    check_compiler(load_config(overrides=["rollout.engine=native"]), torch.device("cpu"))  # off: nothing to check
 
 
 @pytest.mark.compile

@@ -23,8 +23,9 @@ A model the decoder does not cover (another architecture, adapters, quantised la
 ``compile=True`` (``rollout.native.compile``) runs the decode step through ``torch.compile`` in a form with the
 same shapes at every step (the whole static cache attended, future slots masked; ``native_model.py``). It pays
 on short, overhead-bound decodes (up to 1.16x on the 4 x 8 x 16-token benchmark) and not on long caches
-(0.93x on 16 x 8 x 64), where the extra attention costs more than the fused ops save; the first batch of each shape waits for the compiler, and the
-sampled tokens follow the same distribution but not bit for bit the ``hf`` engine's draws.
+(0.93x on 16 x 8 x 64), where the extra attention costs more than the fused ops save; the first batch of each
+shape waits for the compiler, and the sampled tokens follow the same distribution but not bit for bit the
+``hf`` engine's draws.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ import torch
 
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs, call
 
-__all__ = ["SetupError", "check_packages", "check_device", "check_chat_template", "check_group_size"]
+__all__ = ["SetupError", "check_packages", "check_device", "check_chat_template", "check_group_size",
+           "check_compiler"]
 
 _BACKEND_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 
@@ -47,6 +48,17 @@ def check_device(name: str) -> None:
         raise SetupError("device=cuda, but no CUDA device is available (torch "
                          f"{torch.__version__} {'has no CUDA support' if torch.version.cuda is None else 'sees no GPU'}); "
                          "use device=cpu or device=auto")
+
+
+def check_compiler(cfg, device) -> None:
+    """``rollout.native.compile`` on a CPU device needs a C++ compiler for torch.compile's kernels."""
+    if cfg.rollout.native.compile:
+        from rlvr.rollout.native import check_compiler as check
+
+        try:
+            check(device, "rollout.native.compile")
+        except RuntimeError as e:
+            raise SetupError(str(e)) from None
 
 
 def check_chat_template(tokenizer, chat_template: bool, examples, where: str) -> None:

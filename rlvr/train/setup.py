@@ -41,7 +41,7 @@ from rlvr.train.interleave import interleaved_sft
 from rlvr.train.kl_control import KLController
 from rlvr.train.loop import Components, collect_step
 from rlvr.train.pipeline import async_rollouts, rollout_copy, wants_async
-from rlvr.train.preflight import (SetupError, check_chat_template, check_device, check_group_size,
+from rlvr.train.preflight import (SetupError, check_chat_template, check_compiler, check_device, check_group_size,
                                   check_packages)
 from rlvr.train.prompt_limits import PromptReport, fit_prompts
 from rlvr.train.threads import apply_threads
@@ -90,6 +90,7 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     check_pair_files(cfg)
     world = world or World()
     device = world.device_for(pick_device(cfg.device))
+    check_compiler(cfg, device)
     warning = check_group_size(cfg)
     if warning:
         _say(warning)
