@@ -33,12 +33,10 @@ from __future__ import annotations
 import argparse
 import gc
 import random
-import statistics
 import tempfile
 import time
 import warnings
 import zlib
-from collections import defaultdict
 
 import torch
 
@@ -50,7 +48,7 @@ from rlvr.train.loop import rl_step
 from rlvr.train.setup import build_components
 from rlvr.verifiers.base import from_callable
 # this script's folder is on sys.path
-from trl_speed_support import SamplingCheck, profile_rlvr, report, summary
+from trl_speed_support import Phases, SamplingCheck, profile_rlvr, report, summary
 
 CLIP = 0.2
 MAX_GRAD_NORM = 1.0
@@ -107,28 +105,6 @@ def workload_model(a, tok):
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
     return model
-
-
-class Phases:
-    """Per-step seconds of named phases: ``step`` (wall clock), ``cpu`` (this process's CPU time), and parts."""
-
-    def __init__(self):
-        self.t = defaultdict(list)
-        self._w = self._c = 0.0
-
-    def start(self) -> None:
-        self._w, self._c = time.perf_counter(), time.process_time()
-
-    def stop(self) -> None:
-        self.add("step", time.perf_counter() - self._w)
-        self.add("cpu", time.process_time() - self._c)
-
-    def add(self, name: str, seconds: float) -> None:
-        self.t[name].append(seconds)
-
-    def median(self, name: str, skip: int) -> float:
-        v = self.t.get(name, [])[skip:]
-        return statistics.median(v) if v else float("nan")
 
 
 # ---------------------------------------------------------------------------------------------- floor

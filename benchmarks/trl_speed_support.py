@@ -6,12 +6,35 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
+import statistics
 import time
 from collections import defaultdict
 
 import torch
 
 __all__ = ["SamplingCheck", "profile_rlvr", "report", "summary"]
+
+
+class Phases:
+    """Per-step seconds of named phases: ``step`` (wall clock), ``cpu`` (this process's CPU time), and parts."""
+
+    def __init__(self):
+        self.t = defaultdict(list)
+        self._w = self._c = 0.0
+
+    def start(self) -> None:
+        self._w, self._c = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        self.add("step", time.perf_counter() - self._w)
+        self.add("cpu", time.process_time() - self._c)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.t[name].append(seconds)
+
+    def median(self, name: str, skip: int) -> float:
+        v = self.t.get(name, [])[skip:]
+        return statistics.median(v) if v else float("nan")
 
 
 class SamplingCheck:
