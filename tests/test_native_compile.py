@@ -84,7 +84,7 @@ def test_compiled_step_computes_the_eager_logits(make, fuse):
 
 
 @pytest.mark.compile
-def test_the_window_and_the_padding_matter_to_the_compiled_step():
+def test_the_window_matters_to_the_compiled_step():
     """Without its window the windowed model's compiled logits change: the mask is not a no-op."""
     model = _mistral_window()
     ids, mask = _prompts(["12+30=", "hello, 4+5 is"])

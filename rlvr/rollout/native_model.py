@@ -278,16 +278,16 @@ class Decoder:
         function ``compile=True`` compiles)."""
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]
         x = F.embedding(tokens, self.embed.weight)
-        future = self.slots > slot  # [total]
+        hidden = ~self.key_valid[:, None, None] | (self.slots > slot)  # [R, 1, 1, total]: pad and future slots
         for li, L in enumerate(self.layers):
             q, k, v = self._qkv(x, L, cos, sin)
             kc, vc = self.k_cache[li], self.v_cache[li]
             kc.index_copy_(3, slot, k[..., None])
             vc.index_copy_(2, slot, v[:, :, None])
-            hidden = future if L.window is None else future | (self.slots <= slot - L.window)
+            masked = hidden if L.window is None else hidden | (self.slots <= slot - L.window)
             scores = torch.matmul(q, kc).float().mul_(self.scale)
             # masked_fill, not the bias: a masked slot's score must not depend on what the slot holds
-            scores = scores.masked_fill_(hidden | ~self.key_valid[:, None, None], float("-inf"))
+            scores = scores.masked_fill_(masked, float("-inf"))
             x = self._decode_rest(x, L, scores, vc)
         return self._logits(x)
 

@@ -146,11 +146,9 @@ class Discriminator:
         parts = None if text is None else split_text(text, self.fmt, self.cfg.perception_tag)
         if parts is None:
             return None
-        if not parts[1]:
-            return None
         reasoning = parts[0] + parts[1] if self.cfg.reasoning_reads_perception else parts[1]
         enc = [self.tok(x, add_special_tokens=False)["input_ids"] for x in (parts[0], reasoning)]
-        return {"perception": enc[0], "reasoning": enc[1]}
+        return {"perception": enc[0], "reasoning": enc[1]} if enc[1] else None
 
     def _teacher_spans(self, example: Example) -> dict[str, list[int]] | None:
         """The example's demonstration's spans, tokenised once per example."""
