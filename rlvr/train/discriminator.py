@@ -40,7 +40,9 @@ trains on the rows of its own groups, the loss normalised by the global pair cou
 summed over ranks before the same AdamW step everywhere; with FSDP too, as a whole replica beside the sharded
 policy (as the critic: built from a copy of the policy taken before sharding). With a
 LoRA policy the trunk copy is the merged weights, frozen, with adapters of its own (as the critic's). Metrics
-``discriminator/{loss, acc, perception_acc, reasoning_acc, pairs, student_mean, teacher_mean, grad_norm}``.
+``discriminator/{loss, acc, perception_acc, reasoning_acc, pairs, student_mean, teacher_mean, grad_norm}``; the
+accuracies count the pairs whose spans differ (a response that repeats its demonstration's span cannot be told
+from it; absent when every pair repeats it), ``{perception,reasoning}_differ`` is the fraction of such pairs.
 """
 
 from __future__ import annotations
@@ -206,7 +208,7 @@ class Discriminator:
             return {"discriminator/pairs": 0.0}
         self.net.train()
         self.optimizer.zero_grad(set_to_none=True)
-        n, total, sums = int(n), 0.0, {f"{e}_acc": 0.0 for e in self.experts}
+        n, total, sums = int(n), 0.0, {f"{e}_{k}": 0.0 for e in self.experts for k in ("acc", "differ")}
         sums.update(student=0.0, teacher=0.0)
         n_scores = 2 * len(self.experts) * n
         for s in range(0, len(pairs), self.micro):
@@ -217,14 +219,18 @@ class Discriminator:
                 te = self._scores(e, [_row(c, t[e]) for c, _, t in part])
                 loss = loss + pairwise_loss(te, st).sum() / n
                 loss = loss + self.cfg.score_reg * ((st ** 2).sum() + (te ** 2).sum()) / n_scores
-                sums[f"{e}_acc"] += float((te > st).float().sum())
+                # a response that repeats the demonstration's span cannot be told from it (its pair's gradient is
+                # exactly 0): accuracy counts the pairs whose spans differ
+                differ = torch.tensor([spans[e] != t[e] for _, spans, t in part], device=te.device)
+                sums[f"{e}_acc"] += float(((te > st) & differ).float().sum())
+                sums[f"{e}_differ"] += float(differ.float().sum())
                 sums["student"] += float(st.detach().sum())
                 sums["teacher"] += float(te.detach().sum())
             loss.backward()
             total += float(loss.detach())
         if self.world.distributed:
             self.world.sum_grads_([q for q in self.net.parameters() if q.requires_grad])
-            keys = ["student", "teacher", *(f"{e}_acc" for e in self.experts)]
+            keys = ["student", "teacher", *(f"{e}_{k}" for e in self.experts for k in ("acc", "differ"))]
             total, *vals = self.world.sum([total, *(sums[k] for k in keys)])
             sums = dict(zip(keys, vals))
         params = [p for p in self.net.parameters() if p.grad is not None]
@@ -235,8 +241,12 @@ class Discriminator:
              "discriminator/student_mean": sums["student"] / (n * len(self.experts)),
              "discriminator/teacher_mean": sums["teacher"] / (n * len(self.experts))}
         for e in self.experts:
-            m[f"discriminator/{e}_acc"] = sums[f"{e}_acc"] / n
-        m["discriminator/acc"] = sum(sums[f"{e}_acc"] for e in self.experts) / (n * len(self.experts))
+            m[f"discriminator/{e}_differ"] = sums[f"{e}_differ"] / n
+            if sums[f"{e}_differ"]:
+                m[f"discriminator/{e}_acc"] = sums[f"{e}_acc"] / sums[f"{e}_differ"]
+        differ = sum(sums[f"{e}_differ"] for e in self.experts)
+        if differ:
+            m["discriminator/acc"] = sum(sums[f"{e}_acc"] for e in self.experts) / differ
         return m
 
     # ---- checkpoints ---------------------------------------------------------------------------------

@@ -265,6 +265,33 @@ def test_the_reasoning_expert_reads_the_caption_only_when_asked(reads):
     assert out["disc_perception"][0] != out["disc_perception"][1]
 
 
+def test_accuracy_counts_only_the_pairs_a_discriminator_could_tell_apart():
+    """Exact copies of the demonstration score the same as it: they are neither right nor wrong, so they leave the
+    accuracy and are reported as the share of pairs that differ."""
+    tok, d = _disc(init_std=0.5)
+    wrong_answer = DEMO.replace("2 shapes</think><answer>2", "3 shapes</think><answer>3")  # same caption
+    wrong_caption = DEMO.replace("2 red", "2 blue")  # same reasoning
+    texts = [DEMO, DEMO, wrong_answer, wrong_caption]
+    comps = _rows(tok, texts)
+    examples = [Example(c.example_id, "q:", "2", target=DEMO) for c in comps]
+    ex = d.extras(comps, examples)
+    demo = d.extras(_rows(tok, [DEMO]), examples[:1])
+    # by hand from the scores before the step: each expert has exactly one pair that differs
+    want_p = float(demo["disc_perception"][0] > ex["disc_perception"][3])
+    want_r = float(demo["disc_reasoning"][0] > ex["disc_reasoning"][2])
+    d.extras(comps, examples)
+    m = d.update()
+    assert m["discriminator/pairs"] == 4
+    assert m["discriminator/perception_differ"] == 0.25 and m["discriminator/reasoning_differ"] == 0.25
+    assert m["discriminator/perception_acc"] == want_p and m["discriminator/reasoning_acc"] == want_r
+    assert m["discriminator/acc"] == (want_p + want_r) / 2
+    # every response a copy of the demonstration: nothing to tell apart, so no accuracy at all
+    d.extras(comps[:2], examples[:2])
+    m = d.update()
+    assert m["discriminator/perception_differ"] == 0.0 and m["discriminator/reasoning_differ"] == 0.0
+    assert not any(k.endswith("acc") for k in m)
+
+
 def test_the_discriminator_learns_to_rank_demonstrations_first():
     tok, d = _disc(lr=1e-3)
     students = ["<caption>1 blue</caption><think>1 shapes</think><answer>1</answer>",  # both spans differ
