@@ -247,6 +247,7 @@ def test_cli_end_to_end(tmp_path):
     assert {e["line"]: e["reason"] for e in rep["rows"]} == {2: "exact_duplicate", 3: "near_duplicate", 4: "malformed",
                                                            5: "benchmark_overlap", 6: "wrong_label"}
     assert "near duplicates" in res.output
+    assert "different answer" not in res.output  # the exact duplicate repeats its answer
     res = runner.invoke(app, ["data", "clean", str(tmp_path / "missing.jsonl"), "--out", str(out)])
     assert res.exit_code == 2 and "no such file" in res.output
 
@@ -306,3 +307,22 @@ def test_merge_mismatch_errors(two_models, tmp_path):
     assert res.exit_code == 2 and "different architectures" in res.output
     res = runner.invoke(app, ["merge", str(a), str(a), "--alpha", "1.5", "--out", str(tmp_path / "m")])
     assert res.exit_code == 2 and "alpha must be in [0, 1]" in res.output
+
+
+def test_cli_warns_of_exact_duplicates_with_another_answer(tmp_path):
+    """The same prompt under two answers: the second row goes as a duplicate, and the summary says its label
+    disagreed with the kept row's, since one of the two is wrong."""
+    rng = random.Random(5)
+    a, b = sentence(rng, 30), sentence(rng, 30)
+    rows = [{"id": "a", "prompt": a, "answer": "4"}, {"id": "b", "prompt": b, "answer": "7"},
+            {"id": "a2", "prompt": a.upper(), "answer": "5"}, {"id": "b2", "prompt": b, "answer": "7"}]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out, report = tmp_path / "out.jsonl", tmp_path / "r.json"
+    res = runner.invoke(app, ["data", "clean", str(src), "--out", str(out), "--report", str(report)])
+    assert res.exit_code == 0, res.output
+    assert kept_ids(out) == ["a", "b"]
+    ev = {e["line"]: e["evidence"] for e in json.loads(report.read_text())["rows"]}
+    assert ev == {3: {"duplicate_of_line": 1, "answer_differs": True}, 4: {"duplicate_of_line": 2, "answer_differs": False}}
+    flat = " ".join(res.output.split())
+    assert "3: of line 1, another answer" in flat and "of line 2, another" not in flat
+    assert "1 exact duplicate(s) had a different answer from the row kept (lines 3)" in flat

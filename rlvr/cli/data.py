@@ -96,13 +96,19 @@ def print_report(report: dict, con: Console, examples: int = 3) -> None:
         flagged = reason == "ambiguous" and not report["settings"].get("drop_ambiguous")
         t.add_row(label + (" (flagged, kept)" if flagged else ""), str(c[reason]), escape(shown))
     con.print(t)
+    conflicts = [e["line"] for e in report["rows"] if e["evidence"].get("answer_differs")]
+    if conflicts:  # the same prompt with another answer: one of the two labels is wrong, and the first is kept
+        shown = ", ".join(map(str, conflicts[:5])) + (", ..." if len(conflicts) > 5 else "")
+        con.print(f"[yellow]{len(conflicts)} exact duplicate(s) had a different answer from the row kept (lines "
+                  f"{shown}): check those labels, or re-verify with --verify[/yellow]")
     con.print(f"{report['rows_per_second']} lines/s", highlight=False)
 
 
 def _evidence(e: dict) -> str:
     ev = e["evidence"]
     if "duplicate_of_line" in ev:
-        return f"of line {ev['duplicate_of_line']}" + (f" (J≈{ev['jaccard']})" if "jaccard" in ev else "")
+        return (f"of line {ev['duplicate_of_line']}" + (f" (J≈{ev['jaccard']})" if "jaccard" in ev else "")
+                + (", another answer" if ev.get("answer_differs") else ""))
     if "ngram" in ev:
         return f"{Path(ev['benchmark']).name}:{ev['benchmark_line']} \"{ev['ngram'][:40]}\""
     if "verifier_reason" in ev:
