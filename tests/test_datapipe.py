@@ -309,20 +309,28 @@ def test_merge_mismatch_errors(two_models, tmp_path):
     assert res.exit_code == 2 and "alpha must be in [0, 1]" in res.output
 
 
-def test_cli_warns_of_exact_duplicates_with_another_answer(tmp_path):
+def test_cli_warns_of_duplicates_with_another_answer(tmp_path):
     """The same prompt under two answers: the second row goes as a duplicate, and the summary says its label
-    disagreed with the kept row's, since one of the two is wrong."""
+    disagreed with the kept row's, since one of the two is wrong. A near duplicate whose answer differs (a
+    changed number) may be another problem: it is marked and warned of too, with its own advice."""
     rng = random.Random(5)
-    a, b = sentence(rng, 30), sentence(rng, 30)
+    a, b, c = sentence(rng, 30), sentence(rng, 30), sentence(rng, 60)
     rows = [{"id": "a", "prompt": a, "answer": "4"}, {"id": "b", "prompt": b, "answer": "7"},
-            {"id": "a2", "prompt": a.upper(), "answer": "5"}, {"id": "b2", "prompt": b, "answer": "7"}]
+            {"id": "c", "prompt": c + " 17 apples", "answer": "17"},
+            {"id": "a2", "prompt": a.upper(), "answer": "5"}, {"id": "b2", "prompt": b, "answer": "7"},
+            {"id": "c2", "prompt": c + " 18 apples", "answer": "18"}, {"id": "c3", "prompt": c + " 19 apples",
+                                                                       "answer": "17"}]
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     out, report = tmp_path / "out.jsonl", tmp_path / "r.json"
     res = runner.invoke(app, ["data", "clean", str(src), "--out", str(out), "--report", str(report)])
     assert res.exit_code == 0, res.output
-    assert kept_ids(out) == ["a", "b"]
+    assert kept_ids(out) == ["a", "b", "c"]
     ev = {e["line"]: e["evidence"] for e in json.loads(report.read_text())["rows"]}
-    assert ev == {3: {"duplicate_of_line": 1, "answer_differs": True}, 4: {"duplicate_of_line": 2, "answer_differs": False}}
+    assert ev[4] == {"duplicate_of_line": 1, "answer_differs": True}
+    assert ev[5] == {"duplicate_of_line": 2, "answer_differs": False}
+    assert (ev[6]["duplicate_of_line"], ev[6]["answer_differs"]) == (3, True)
+    assert (ev[7]["duplicate_of_line"], ev[7]["answer_differs"]) == (3, False)
     flat = " ".join(res.output.split())
-    assert "3: of line 1, another answer" in flat and "of line 2, another" not in flat
-    assert "1 exact duplicate(s) had a different answer from the row kept (lines 3)" in flat
+    assert "4: of line 1, another answer" in flat and "of line 2, another" not in flat
+    assert "1 exact duplicate(s) had a different answer from the row kept (lines 4)" in flat
+    assert "1 near duplicate(s) had a different answer from the row kept (lines 6)" in flat

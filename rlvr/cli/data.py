@@ -96,11 +96,15 @@ def print_report(report: dict, con: Console, examples: int = 3) -> None:
         flagged = reason == "ambiguous" and not report["settings"].get("drop_ambiguous")
         t.add_row(label + (" (flagged, kept)" if flagged else ""), str(c[reason]), escape(shown))
     con.print(t)
-    conflicts = [e["line"] for e in report["rows"] if e["evidence"].get("answer_differs")]
-    if conflicts:  # the same prompt with another answer: one of the two labels is wrong, and the first is kept
-        shown = ", ".join(map(str, conflicts[:5])) + (", ..." if len(conflicts) > 5 else "")
-        con.print(f"[yellow]{len(conflicts)} exact duplicate(s) had a different answer from the row kept (lines "
-                  f"{shown}): check those labels, or re-verify with --verify[/yellow]")
+    for reason, advice in (("exact_duplicate", "the same prompt under two labels: check those labels, or "
+                                               "re-verify with --verify"),
+                           ("near_duplicate", "a changed number can make a near duplicate another problem: check "
+                                              "them, or raise --near-threshold")):
+        differ = [e["line"] for e in report["rows"] if e["reason"] == reason and e["evidence"].get("answer_differs")]
+        if differ:  # the row kept is the first; the removed one's label disagreed with it
+            shown = ", ".join(map(str, differ[:5])) + (", ..." if len(differ) > 5 else "")
+            con.print(f"[yellow]{len(differ)} {_LABELS[reason][:-1]}(s) had a different answer from the row kept "
+                      f"(lines {shown}): {advice}[/yellow]")
     con.print(f"{report['rows_per_second']} lines/s", highlight=False)
 
 

@@ -129,10 +129,11 @@ class _Run:
                                                          "answer_differs": first[1] != hash(answer)})
                 return False
         if self.near is not None:
-            m = self.near.check(line, text)
+            m = self.near.check((line, hash(answer)), text)
             if m is not None:
-                self.note(line, rec, "near_duplicate", {"duplicate_of_line": m.duplicate_of,
-                                                        "jaccard": round(m.jaccard, 4)})
+                self.note(line, rec, "near_duplicate", {"duplicate_of_line": m.duplicate_of[0],
+                                                        "jaccard": round(m.jaccard, 4),
+                                                        "answer_differs": m.duplicate_of[1] != hash(answer)})
                 return False
         return True
 
