@@ -30,9 +30,9 @@ from rlvr.core import yaml_io
 from rlvr.envs.wrapper import MultiTurnConfig  # (also registers the multiturn engine wrapper)
 from rlvr.rollout.contexts import ContextsConfig
 from rlvr.rollout.guidance import GuidanceConfig
+from rlvr.rollout.native_config import NativeConfig, native_problems
 from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
-from rlvr.rollout.native_config import NativeConfig, native_problems
 from rlvr.rollout.ray_engine import RayConfig
 from rlvr.rollout.scaffold import ScaffoldConfig
 from rlvr.rollout.vllm_config import VLLMConfig

@@ -186,8 +186,12 @@ class Decoder:
         self.v_cache = [alloc(rows, self.n_kv, self.total, self.head_dim, dtype=dtype, device=device)
                         for _ in self.layers]
         self.slots = torch.arange(self.total, device=device)
-        self.key_bias = torch.zeros(rows, 1, 1, self.total, device=device).masked_fill_(
-            ~self.key_valid[:, None, None], float("-inf"))  # added to the decode step's scores
+        self.key_bias = self.pad_slots = None
+        if self.compiled is None:  # added to the eager step's scores
+            self.key_bias = torch.zeros(rows, 1, 1, self.total, device=device).masked_fill_(
+                ~self.key_valid[:, None, None], float("-inf"))
+        else:  # the compiled step masks these slots and the future ones (a bias would read what they hold)
+            self.pad_slots = ~self.key_valid[:, None, None]  # [R, 1, 1, total]
         last = self._prefill(prompt_ids, prompt_mask.bool(), row_group)
         if self.fuse:
             self._fuse()
@@ -248,7 +252,7 @@ class Decoder:
 
     def release(self) -> None:
         """Drop the batch's cache and masks."""
-        self.k_cache = self.v_cache = self.key_valid = self.key_bias = self.cos = self.sin = self.slots = None
+        self.k_cache = self.v_cache = self.key_valid = self.key_bias = self.pad_slots = self.cos = self.sin = self.slots = None
         for L in self.layers:
             L.qkv = L.gate_up = None
 
@@ -278,7 +282,7 @@ class Decoder:
         function ``compile=True`` compiles)."""
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]
         x = F.embedding(tokens, self.embed.weight)
-        hidden = ~self.key_valid[:, None, None] | (self.slots > slot)  # [R, 1, 1, total]: pad and future slots
+        hidden = self.pad_slots | (self.slots > slot)  # [R, 1, 1, total]: pad and future slots
         for li, L in enumerate(self.layers):
             q, k, v = self._qkv(x, L, cos, sin)
             kc, vc = self.k_cache[li], self.v_cache[li]
