@@ -49,13 +49,38 @@ def weights(run_dir: Path, step: int) -> dict[str, torch.Tensor]:
 
 # The key bias's gradient is zero in exact arithmetic (it adds q . b to every logit of a query alike, which
 # softmax ignores), so Adam turns its rounding noise into lr-sized steps of random sign: any change in the
-# order of a float sum (FSDP's reduce-scatter) moves it by ~lr. Every other parameter must agree to 1e-6.
+# order of a float sum (FSDP's reduce-scatter) moves it by ~lr. Every other parameter must agree to tolerance().
 NOISE_ONLY = ("k_proj.bias",)
 
 
 def max_diff(a, b) -> float:
     assert a.keys() == b.keys()
     return max(float((a[k] - b[k]).abs().max()) for k in a if not k.endswith(NOISE_ONLY))
+
+
+# How far "N ranks equal one process" may differ, from the arithmetic rather than from one machine's luck.
+# Two things round differently with the rank layout. The extras (old log-probs, a critic's values, a
+# discriminator's scores) are computed on each rank's groups, in batches of other shapes than one process
+# uses, and CPU kernels round by shape (on this x86 CPU, MKL's product of a 1- or 2-row input differs in the
+# last bit from the same rows inside a larger one). And when a minibatch has more micro-batches than ranks, the
+# ranks sum their gradients in another order ((g0 + g2) + g1 against (g0 + g1) + g2). A gradient element summed
+# from M parts so carries a float32 rounding difference of relative size up to M 2^-24 kappa, kappa =
+# sum_k |g_k| / |sum_k g_k| (how much its parts cancel). Adam's step lr m / sqrt(v) does not scale with the
+# gradient, so it does not shrink such a difference with the gradient either: each step can move the element
+# by up to about 2 lr times it. The tests accept elements whose parts cancel up to kappa = 2^10 (relative
+# error 3 x 2^-14 for three parts); a micro-batch left out of the sum, a loss normalised per rank or a stale
+# snapshot moves elements by a fraction of lr per step, 1e2-1e4 times more (a rank's gradients left out of
+# grpo_minibatches: 0.056 at step 2). Measured on a 2-core Xeon with AVX-512 and AMX, one thread per rank:
+# 1.7e-6 at step 2 and 1.8e-6 at step 4 for the critic and discriminator runs (lr 0.02), against this bound's
+# 1.5e-5 and 2.9e-5, where another machine measured under 1e-6; 0 where every rank's batches match one
+# process's and no side model trains.
+KAPPA = 2**10
+PARTS = 3  # micro-batches summed per minibatch in these runs, at most
+
+
+def tolerance(step: int, lr: float = 0.02) -> float:
+    """The largest difference a rank layout's float rounding explains after ``step`` Adam steps at ``lr``."""
+    return 2 * step * lr * PARTS * 2**-24 * KAPPA
 
 
 def metrics(run_dir: Path) -> list[dict]:
@@ -93,9 +118,10 @@ def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path, case):
     ok(run(one, 1, *CASES[case]))
     ok(run(two, 2, *CASES[case]))
     for step in (2, 4):
-        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+        assert max_diff(weights(one, step), weights(two, step)) <= tolerance(step), step
     moved = max_diff(weights(one, 2), weights(one, 4))
     assert moved > 1e-4  # the runs learned something: the equality is not of untouched weights
+    assert moved > 100 * tolerance(4)  # and the tolerance is far below what a step moves
     m1, m2 = metrics(one), metrics(two)
     assert [m["step"] for m in m2] == [1, 2, 3, 4]  # rank 0 alone writes the log, once per step
     for a, b in zip(m1, m2):
@@ -132,16 +158,16 @@ def test_a_run_with_sft_phases_under_fsdp_trains_them(tmp_path):
 @pytest.mark.distributed
 def test_stages_under_fsdp_take_each_stages_snapshot(tmp_path):
     """Mu-GRPO's stages with FSDP2: the trainers gather the snapshot a stage's own rollouts are generated
-    with. Compared with the one-process run to 1e-5 rather than 1e-6: with samples up to a stage stale,
-    successive gradients of some embedding rows nearly cancel in Adam's moments, which scales FSDP's
-    reduce-scatter rounding (7e-7 at most without stages) up to 2.7e-6 here (DDP's staged run is exact). A
-    snapshot of the wrong version would differ by a whole step's movement (about 0.03 per element)."""
+    with. With samples up to a stage stale, successive gradients of some embedding rows nearly cancel in
+    Adam's moments, which scales FSDP's reduce-scatter rounding (7e-7 at most without stages) up to 2.7e-6 here
+    (DDP's staged run is exact), inside :func:`tolerance`. A snapshot of the wrong version would differ by a
+    whole step's movement (about 0.03 per element)."""
     args = ["--set", "train.distributed.strategy=fsdp", "--set", "rollout.stages=2"]
     one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
     ok(run(one, 1, *args))
     ok(run(two, 2, *args))
     for step in (2, 4):
-        assert max_diff(weights(one, step), weights(two, step)) <= 1e-5, step
+        assert max_diff(weights(one, step), weights(two, step)) <= tolerance(step), step
     assert max_diff(weights(one, 2), weights(one, 4)) > 1e-2
     assert [m["rollout/staleness_max"] for m in metrics(two)] == [0.0, 1.0, 0.0, 1.0]
 
@@ -163,7 +189,7 @@ def test_loss_terms_with_forwards_of_their_own_train_alike_on_two_ranks(tmp_path
     ok(run(one, 1, "--recipe", recipe, *sets))
     ok(run(two, 2, "--recipe", recipe, *sets))
     for step in (2, 4):
-        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+        assert max_diff(weights(one, step), weights(two, step)) <= tolerance(step), step
     assert max_diff(weights(one, 2), weights(one, 4)) > 1e-4
     term = {"nudge_rl": "loss_term/context_distill", "f_hal": "loss_term/f_preference"}[recipe]
     m1, m2 = metrics(one), metrics(two)
@@ -185,14 +211,35 @@ def test_a_critic_trains_alike_on_two_ranks(tmp_path, strategy):
     ok(run(one, 1, *sets))
     ok(run(two, 2, *sets))
     for step in (2, 4):
-        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+        assert max_diff(weights(one, step), weights(two, step)) <= tolerance(step), step
         critic = [load_file(str(r / "checkpoints" / f"step_{step:06d}" / "critic.safetensors")) for r in (one, two)]
-        assert max_diff(*critic) <= 1e-6, step
+        assert max_diff(*critic) <= tolerance(step, lr=0.001), step
     first = load_file(str(one / "checkpoints" / "step_000002" / "critic.safetensors"))
     assert max_diff(first, load_file(str(one / "checkpoints" / "step_000004" / "critic.safetensors"))) > 1e-4
     for a, b in zip(metrics(one), metrics(two)):
         for key in ("loss", "critic/loss", "critic/value_mean", "critic/grad_norm", "critic/clip_frac"):
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (key, a["step"])
+
+
+@pytest.mark.distributed
+def test_two_ranks_equal_one_rank_with_two_threads_each_on_a_loaded_machine(tmp_path):
+    # the conditions that vary between machines: more than one thread per process (so every kernel splits its
+    # work between threads) and cores busy with other work; the critic case: old log-probs and values computed
+    # on each rank's groups, the critic's micro-batches dealt unevenly (summed in another order than one
+    # process's)
+    sets = ["--recipe", "ppo", "--set", "algorithm.critic.heads=2", "--set", "algorithm.critic.lr=0.001",
+            "--set", "train.threads=2"]
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+        ok(run(one, 1, *sets))
+        ok(run(two, 2, *sets))
+    finally:
+        for b in burners:
+            b.kill()
+    for step in (2, 4):
+        assert max_diff(weights(one, step), weights(two, step)) <= tolerance(step), step
+    assert max_diff(weights(one, 2), weights(one, 4)) > 100 * tolerance(4)
 
 
 @pytest.mark.distributed
@@ -212,10 +259,10 @@ def test_a_discriminator_trains_alike_on_two_ranks(tmp_path, strategy):
     ok(run(one, 1, *sets))
     ok(run(two, 2, *sets))
     for step in (2, 4):
-        assert max_diff(weights(one, step), weights(two, step)) <= 1e-6, step
+        assert max_diff(weights(one, step), weights(two, step)) <= tolerance(step), step
         disc = [load_file(str(r / "checkpoints" / f"step_{step:06d}" / "discriminator.safetensors"))
                 for r in (one, two)]
-        assert max_diff(*disc) <= 1e-6, step
+        assert max_diff(*disc) <= tolerance(step, lr=0.001), step
     m1, m2 = metrics(one), metrics(two)
     assert [("discriminator/loss" in m) for m in m2] == [True, True, True, False]
     for a, b in zip(m1, m2):
