@@ -5,7 +5,7 @@ per RL step. Two workloads: ``--workload judge`` (the default), a JSONL task who
 ``--judge-latency`` seconds per step (a remote judge or sandbox: wall time without local CPU), with 2 update
 epochs, so that the rollout phase (generation + judge) and the update take about the same time; and
 ``--workload compute``, the demo task with both phases on the CPU. Each setting runs in its own process
-(thread counts are per process): ``train.steps`` RL steps through ``rlvr.train.run.train`` with no SFT and
+(thread counts are per process): ``train.steps`` RL steps through ``rlvr.run.train.train`` with no SFT and
 no checkpoints before the end, timed by the RL phase's own clock (``rl_seconds``).
 
 The settings: the synchronous run on 2 threads (the baseline) and on 1; with ``max_staleness = s`` (the
@@ -40,8 +40,8 @@ from pathlib import Path
 
 WORKER = r"""
 import json, sys
-from rlvr.config import load_config
-from rlvr.train.run import train
+from rlvr.config.run import load_config
+from rlvr.run.train import train
 out, steps, threads, stale = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 extra, skip = json.loads(sys.argv[5]), int(sys.argv[6])
 cfg = load_config(overrides=[

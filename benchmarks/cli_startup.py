@@ -7,7 +7,7 @@ ratio of the median to the median of ``python -c "import torch"`` measured in th
 every command before model libraries loaded lazily: each then also imported transformers and every
 component). Commands: ``rlvr --help``, ``rlvr recipes``, ``rlvr defab derive`` on a 7-line theory,
 ``rlvr config --recipe grpo`` (validates every named component: its modules load, torch does not),
-``rlvr verify`` on one math pair, and ``python -c "import rlvr.config"``.
+``rlvr verify`` on one math pair, and ``python -c "import rlvr.config.run"``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main() -> None:
                  ("rlvr defab derive", [py, "-m", "rlvr", "defab", "derive", "t.dl"]),
                  ("rlvr config --recipe grpo", [py, "-m", "rlvr", "config", "--recipe", "grpo"]),
                  ("rlvr verify (1 math pair)", [py, "-m", "rlvr", "verify", "v.jsonl"]),
-                 ("import rlvr.config", [py, "-c", "import rlvr.config"])]
+                 ("import rlvr.config.run", [py, "-c", "import rlvr.config.run"])]
         base = None
         print(f"{'command':28s} {'best s':>7s} {'median s':>9s} {'/ import torch':>15s}")
         for name, cmd in cases:

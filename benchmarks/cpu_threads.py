@@ -25,9 +25,9 @@ import time
 WORKER = r"""
 import json, sys, time
 import torch
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.train.loop import rl_step
-from rlvr.train.setup import build_components, prepare
+from rlvr.run.setup import build_components, prepare
 threads, steps = int(sys.argv[1]), int(sys.argv[2])
 over = [f"train.threads={threads}"] if threads else []  # 0: rlvr's auto choice
 cfg = load_config(overrides=["sft.steps=0", "train.steps=100", "eval.num_examples=8"] + over)

@@ -27,8 +27,8 @@ import torch
 
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.rollout.hf import HFEngine
-from rlvr.rollout.native import NativeEngine
+from rlvr.engines.hf import HFEngine
+from rlvr.engines.native import NativeEngine
 
 SIZES = {
     "tiny-128x2": TinyModelConfig(hidden_size=128, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=512,
@@ -80,7 +80,7 @@ def bench(name: str, cfg: TinyModelConfig, args) -> None:
     if "native-compile" in args.engines:  # rollout.native.compile; the warm-up call below compiles
         engines["native-compile"] = NativeEngine(model, tok, batch_size=rows, compile=True)
     if "vllm" in args.engines:
-        from rlvr.rollout.vllm_engine import VLLMEngine
+        from rlvr.engines.vllm import VLLMEngine
 
         engines["vllm"] = VLLMEngine(model, tok, batch_size=rows)
     times: dict[str, list[float]] = {k: [] for k in engines}

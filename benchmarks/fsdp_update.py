@@ -5,7 +5,7 @@ is downloaded: a random-initialised Qwen2 of the chosen shape (``qwen2-0.5b``: Q
 parameters, float32 master weights) and a word-level tokenizer of its vocabulary (``vllm_engine.py``'s).
 
 One process joins a one-rank process group and shards the model exactly as ``train.distributed.strategy:
-fsdp`` does (``rlvr.train.fsdp.shard``: decoder layers, then the log-prob root). On a synthetic batch of
+fsdp`` does (``rlvr.distributed.fsdp.shard``: decoder layers, then the log-prob root). On a synthetic batch of
 ``--rows`` completions (``--prompt-tokens`` + ``--tokens`` each, random ids) it times, medians of
 ``--steps`` after a warm-up:
 
@@ -69,13 +69,14 @@ def main() -> None:
 
     import torch.distributed as dist
 
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.core.batch import build_batch
     from rlvr.core.types import Completion
     from rlvr.models.logprobs import CompletionLogprobs
-    from rlvr.train.fsdp import full_weights, shard
+    from rlvr.distributed.fsdp import full_weights, shard
     from rlvr.train.loop import settings
-    from rlvr.train.update import batch_logprobs, update_policy
+    from rlvr.models.logprobs import batch_logprobs, pass_args
+    from rlvr.train.update import update_policy
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
@@ -101,7 +102,7 @@ def main() -> None:
 
     engine = None
     if args.engine != "none":
-        from rlvr.rollout.base import ENGINES
+        from rlvr.engines.base import ENGINES
         import rlvr.rollout  # noqa: F401
 
         engine = ENGINES.get(args.engine).fn(model, tok, batch_size=args.rows, rollout=cfg.rollout, seed=0)
@@ -121,7 +122,7 @@ def main() -> None:
             new_tokens = sum(len(c) for c in out)
             times["generate"].append(dt)
         with full_weights(root):
-            _, dt = synced(lambda: batch_logprobs(model, batch, s), args.device)
+            _, dt = synced(lambda: batch_logprobs(model, batch, **pass_args(s)), args.device)
         times["logprob pass"].append(dt)
         _, dt = synced(lambda: update_policy(model, opt, sched, batch, s, module=root), args.device)
         times["update"].append(dt)

@@ -33,12 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr.config import load_config  # noqa: E402
-from rlvr.recipes import recipe_names  # noqa: E402
+from rlvr.config.run import load_config  # noqa: E402
+from rlvr.config.recipes import recipe_names  # noqa: E402
 
 
 def _sft_start(root: Path, base: list[str]) -> Path:
-    from rlvr.train.run import run_sft
+    from rlvr.run.train import run_sft
 
     out = root / "sft"
     run_sft(load_config(overrides=base + [f"out={out}"]))
@@ -51,7 +51,7 @@ NEEDS_TASK = {"tac": ["task.name=mixture",
 
 
 def _run(name: str, root: Path, model_dir: Path, steps: int, base: list[str]) -> dict:
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     over = NEEDS_TASK.get(name, []) + base + [f"out={root / name}", f"model.path={model_dir}", "sft.steps=0", f"train.steps={steps}",
                    "train.eval_every=0", "train.checkpoint_every=0"]

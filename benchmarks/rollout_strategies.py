@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import yaml  # noqa: E402
 
 from rlvr.compare import make_variants, run_compare  # noqa: E402
-from rlvr.recipes import load_recipe  # noqa: E402
+from rlvr.config.recipes import load_recipe  # noqa: E402
 
 VARIANTS = ["grpo", "spec_rl", "latr", "arrol", "rose", "mu_grpo", "propa", "murphy"]
 # variants that are a recipe with its strategy changed: name -> (recipe, strategy fields set)

@@ -3,7 +3,7 @@
     python benchmarks/spec_rl_tokens.py                      # 40 RL steps per variant, ~5 min on 2 CPU cores
     python benchmarks/spec_rl_tokens.py --steps 100 --num-train 256 --lenience 0 0.5 1
 
-SPEC-RL (``rollout.strategy: spec_rl``, rlvr/rollout/spec_rl.py) saves generation only when prompts recur, so
+SPEC-RL (``rollout.strategy: spec_rl``, rlvr/rollout/strategies/spec_rl.py) saves generation only when prompts recur, so
 the demo's arithmetic train split is cut to ``--num-train`` problems (``task.num_train``): with the demo's 32
 prompts per step an epoch is ``num_train / 32`` steps. One SFT warm-up (the demo's) is trained once and
 saved; every variant then runs ``--steps`` RL steps of the ``spec_rl`` recipe's algorithm from it, the
@@ -34,11 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr.config import load_config  # noqa: E402
+from rlvr.config.run import load_config  # noqa: E402
 
 
 def _sft_start(root: Path, base: list[str]) -> Path:
-    from rlvr.train.run import run_sft
+    from rlvr.run.train import run_sft
 
     out = root / "sft"
     run_sft(load_config(overrides=base + [f"out={out}"]))
@@ -47,7 +47,7 @@ def _sft_start(root: Path, base: list[str]) -> Path:
 
 def _run(name: str, strategy: str, root: Path, model_dir: Path, steps: int, base: list[str],
          epoch_steps: int) -> dict:
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     over = base + [f"out={root / name}", f"model.path={model_dir}", "sft.steps=0", f"train.steps={steps}",
                    "train.eval_every=0", "train.checkpoint_every=0", f"rollout.strategy={strategy}"]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr.config import load_config  # noqa: E402
-from rlvr.train.run import run_sft  # noqa: E402
+from rlvr.config.run import load_config  # noqa: E402
+from rlvr.run.train import run_sft  # noqa: E402
 
 TEMPLATE = "{question}{correct}\n{incorrect}\n{question}"
 

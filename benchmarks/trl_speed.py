@@ -40,12 +40,12 @@ import zlib
 
 import torch
 
-from rlvr.config import RunConfig
+from rlvr.config.run import RunConfig
 from rlvr.core.types import Example
 from rlvr.models.tiny import TinyModelConfig
 from rlvr.tasks.base import Task, WeightedVerifier
 from rlvr.train.loop import rl_step
-from rlvr.train.setup import build_components
+from rlvr.run.setup import build_components
 from rlvr.verifiers.base import from_callable
 # this script's folder is on sys.path
 from trl_speed_support import Phases, SamplingCheck, profile_rlvr, report, summary

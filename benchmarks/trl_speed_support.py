@@ -82,7 +82,7 @@ class SamplingCheck:
 PROFILE_PARTS = (
     ("rl_step", "rlvr/train/loop.py", "rl_step"),
     ("hf generate", "transformers/generation/utils.py", "generate"),
-    ("hf engine", "rlvr/rollout/hf.py", "_generate_chunk"),
+    ("hf engine", "rlvr/engines/hf.py", "_generate_chunk"),
     ("rollouts", "rlvr/train/rollouts.py", "collect_rollouts"),
     ("scoring", "rlvr/tasks/scoring.py", "score_many"),
     ("build_batch", "rlvr/core/batch.py", "build_batch"),

@@ -131,7 +131,7 @@ def _part(args, part: str) -> dict:
 
 def setup(args):
     from rlvr.core.types import Example, GenerationRequest, SamplingParams
-    from rlvr.rollout.vllm_config import VLLMConfig
+    from rlvr.engines.vllm_config import VLLMConfig
 
     on_gpu = args.device.startswith("cuda")
     dtype = torch.bfloat16 if on_gpu else torch.float32
@@ -149,7 +149,7 @@ def setup(args):
 
 
 def sleep(args) -> dict:
-    from rlvr.rollout.vllm_engine import VLLMEngine
+    from rlvr.engines.vllm import VLLMEngine
 
     on_gpu, dtype, tok, model, n_params, prompts, reqs, sampling, common = setup(args)
     sleepy = VLLMEngine(model, tok, batch_size=args.prompts * args.samples, seed=0,
@@ -167,7 +167,7 @@ def sleep(args) -> dict:
 def speed(args) -> dict:
     import vllm
 
-    from rlvr.rollout.vllm_engine import VLLMEngine
+    from rlvr.engines.vllm import VLLMEngine
 
     on_gpu, dtype, tok, model, n_params, prompts, reqs, sampling, common = setup(args)
     result: dict = {"shape": args.shape, "params_M": round(n_params / 1e6, 1), "device": args.device,

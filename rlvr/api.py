@@ -13,7 +13,7 @@
     result = evaluate(cfg, model=summary["run_dir"], task=my_task)
 
 A config comes from a dict, a YAML path, a recipe name or nothing (the demo's defaults), with ``--set``
-style overrides; errors are :class:`rlvr.config.ConfigError` naming every bad field. A task is a
+style overrides; errors are :class:`rlvr.config.run.ConfigError` naming every bad field. A task is a
 :class:`rlvr.tasks.base.Task` (``task`` builds one from rows and a reward callable); the model is a
 local Hugging Face directory or a ``(model, tokenizer)`` already in memory. transformers' own progress bars
 and warnings are silenced as in the CLI.
@@ -38,9 +38,9 @@ def _quiet() -> None:
 
 def config(source: Mapping[str, Any] | str | Path | Any = None, overrides: Sequence[str] = (),
            recipe: str | None = None):
-    """A validated, frozen :class:`~rlvr.config.RunConfig` from a dict, a YAML file, or a config (copied),
+    """A validated, frozen :class:`~rlvr.config.run.RunConfig` from a dict, a YAML file, or a config (copied),
     then a recipe under it and ``overrides`` (``"optim.lr=1e-4"``) over it."""
-    from rlvr.config import RunConfig, load_config
+    from rlvr.config.run import RunConfig, load_config
 
     if isinstance(source, RunConfig):
         return load_config(base=source.model_dump(mode="json"), overrides=list(overrides))
@@ -101,7 +101,7 @@ def train(cfg=None, task=None, reward: Callable | str | None = None, model: Any 
     ``reward``: a reward callable replacing the task's verifiers (with the config's task when ``task`` is
     None). ``model``: a local HF directory, a model object (with ``tokenizer``) or ``(model, tokenizer)``.
     """
-    from rlvr.train.run import train as run_train
+    from rlvr.run.train import train as run_train
 
     if quiet:
         _quiet()
@@ -116,8 +116,8 @@ def train(cfg=None, task=None, reward: Callable | str | None = None, model: Any 
 def resume(run_dir: str | Path, overrides: Sequence[str] = (), task=None, reward: Callable | str | None = None,
            quiet: bool = True) -> dict[str, Any]:
     """Continue a run; a task or reward given to :func:`train` must be given again (configs hold no code)."""
-    from rlvr.config import load_config
-    from rlvr.train.run import resume as run_resume
+    from rlvr.config.run import load_config
+    from rlvr.run.train import resume as run_resume
 
     if quiet:
         _quiet()
@@ -131,7 +131,7 @@ def evaluate(cfg=None, model: Any = None, tokenizer: Any = None, task=None, rewa
     """Evaluate as ``rlvr eval`` does: ``model`` is a HF directory, run directory, checkpoint, a model object
     (with ``tokenizer``) or ``(model, tokenizer)``; default the config's model. Returns the metrics with
     95% intervals and the per-prompt records."""
-    from rlvr.train.run import eval_model
+    from rlvr.run.train import eval_model
 
     if quiet:
         _quiet()
@@ -145,7 +145,7 @@ def _with_reward(cfg, task, reward):
     if reward is None:
         return task
     from rlvr.tasks.base import Task, WeightedVerifier
-    from rlvr.train.setup import build_task
+    from rlvr.run.setup import build_task
     from rlvr.verifiers import from_callable
 
     base = task if task is not None else build_task(cfg)

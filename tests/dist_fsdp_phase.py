@@ -15,15 +15,15 @@ import copy
 
 import torch
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import CompletionLogprobs
-from rlvr.train.distributed import init_world
-from rlvr.train.fsdp import gather_into
-from rlvr.train.interleave import interleaved_sft
-from rlvr.train.setup import build_task
+from rlvr.distributed.world import init_world
+from rlvr.distributed.fsdp import gather_into
+from rlvr.sft.interleave import interleaved_sft
+from rlvr.run.setup import build_task
 
 
 def main() -> None:

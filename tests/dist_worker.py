@@ -18,10 +18,10 @@ import signal
 import sys
 from dataclasses import replace
 
-from rlvr.config import load_config
-from rlvr.rollout.base import ENGINES
-from rlvr.rollout.hf import HFEngine
-from rlvr.train.distributed import SEED_STRIDE
+from rlvr.config.run import load_config
+from rlvr.engines.base import ENGINES
+from rlvr.engines.hf import HFEngine
+from rlvr.distributed.world import SEED_STRIDE
 from tests.dist_config import BASE, data_file
 
 
@@ -55,7 +55,7 @@ def _build(model, tokenizer, batch_size: int = 256, chat_template: bool = False,
 
 
 def main(argv: list[str]) -> None:
-    from rlvr.train.run import resume, train
+    from rlvr.run.train import resume, train
 
     out, rest = argv[0], argv[1:]
     sets = [rest[i + 1] for i, a in enumerate(rest) if a == "--set"]

@@ -13,7 +13,7 @@ import torch
 
 from rlvr.algorithms import ADVANTAGES, AdvantageInputs
 from rlvr.algorithms.grouping import group_sum, leave_one_out_mean
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 
 NAMES = ["dr_grpo", "rloo", "reinforce_pp", "batch_std"]
 
@@ -324,7 +324,7 @@ def test_estimator_drives_a_real_update_step(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_estimator_runs_in_the_training_loop(name, jsonl_cfg_overrides):
     """One real RL step (rollout, partial-credit reward, this estimator, update) through ``train``."""
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     # 8 completions of up to 16 tokens per prompt: with this seed every group has some reward spread
     over = ["train.steps=1", "rollout.group_size=8", "rollout.max_new_tokens=16", f"algorithm.advantage.name={name}"]

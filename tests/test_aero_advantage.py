@@ -6,7 +6,7 @@ import torch
 from rlvr.algorithms.advantages.aero import aero_advantage
 from rlvr.algorithms.advantages.grpo import GRPOAdvantageParams, grpo_advantage
 from rlvr.algorithms.registry import AdvantageInputs
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.train.rollouts import collect_rollouts
 from tests.test_budget import rig
 

@@ -16,7 +16,7 @@ from rlvr.algorithms.aggregation.basic import TokenSumNormParams
 from rlvr.algorithms.aggregation.delta_l import DeltaLParams
 from rlvr.algorithms.kl_schedules import (KL_SCHEDULES, AccuracyConditionedParams, AdaptiveParams,
                                           AnnealParams)
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.registry import Params
 
 

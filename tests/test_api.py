@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.api import config, evaluate, task, train
-from rlvr.config import ConfigError, RunConfig
+from rlvr.config.run import ConfigError, RunConfig
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

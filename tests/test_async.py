@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import load_file
 
 import rlvr.train.loop as loop_mod
-from rlvr.config import ConfigError, load_config
-from rlvr.train.checkpoint import list_checkpoints
-from rlvr.train.run import resume, train
+from rlvr.config.run import ConfigError, load_config
+from rlvr.run.checkpoint import list_checkpoints
+from rlvr.run.train import resume, train
 
 
 def _cfg(jsonl_cfg_overrides, *over):
@@ -71,8 +71,8 @@ def test_stale_behaviour_logprobs_are_the_snapshots_not_the_live_weights(jsonl_c
 def test_the_producers_engine_is_synced_to_every_snapshot(jsonl_cfg_overrides, tmp_path, monkeypatch):
     """An engine holding weights of its own (Ray workers, vLLM) only sees a snapshot through sync_weights:
     the producer must call it after each copy, with the snapshot's weights in place, once per version."""
-    from rlvr.rollout.hf import HFEngine
-    from rlvr.train.pipeline import AsyncRollouts
+    from rlvr.engines.hf import HFEngine
+    from rlvr.distributed.async_rollouts import AsyncRollouts
 
     copied, synced = [], []
     real_copy = AsyncRollouts._copy_weights
@@ -144,9 +144,9 @@ def test_an_engine_with_views_serves_the_producer_without_a_second_engine(monkey
     import copy
 
     from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-    from rlvr.rollout import ENGINES, HFEngine
+    from rlvr.engines import ENGINES, HFEngine
     from rlvr.rollout.wrappers import base_engine
-    from rlvr.train import setup as setup_mod
+    from rlvr.run import setup as setup_mod
 
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok)
@@ -174,7 +174,7 @@ def test_an_engine_with_views_serves_the_producer_without_a_second_engine(monkey
 
 def test_settings_accepted_with_engines_and_strategies():
     assert load_config(overrides=["rollout.max_staleness=1", "rollout.engine=vllm"]).rollout.engine == "vllm"
-    from rlvr.train.distributed import World, check_world
+    from rlvr.distributed.world import World, check_world
 
     cfg = load_config(overrides=["rollout.max_staleness=1", "rollout.prompts_per_step=4"])
     check_world(cfg, World(0, 2))  # DDP: each rank's producer (tests/test_distributed.py)

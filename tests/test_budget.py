@@ -11,7 +11,7 @@ import torch
 
 from rlvr.algorithms.advantages.grpo import GRPOAdvantageParams, grpo_advantage
 from rlvr.algorithms.registry import AdvantageInputs
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.types import Completion, Example
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.sampling import PromptStats, UniformSampler, build_data

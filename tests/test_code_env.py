@@ -5,7 +5,7 @@ sandbox itself, and a scripted multi-turn rollout through the driver."""
 import pytest
 
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
-from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory
+from rlvr.envs import ENVIRONMENTS, MultiTurnWrapper, env_factory
 from rlvr.envs.code_env import CodeFeedbackEnv, CodeFeedbackParams, extract_code, parse_feedback_tests
 from rlvr.models import char_tokenizer
 from rlvr.sandbox import LocalSandbox, SandboxResult
@@ -152,7 +152,7 @@ def test_a_scripted_episode_through_the_driver():
     assert "code_feedback" in ENVIRONMENTS
     tok = char_tokenizer()
     turns = [_py("def add(a, b):\n    return a * b"), _py("def add(a, b):\n    return a + b")]
-    drv = MultiTurnEngine(Scripted(tok, turns), tok, env_factory("code_feedback", {"timeout_s": 2}), max_turns=4,
+    drv = MultiTurnWrapper(Scripted(tok, turns), tok, env_factory("code_feedback", {"timeout_s": 2}), max_turns=4,
                           max_tokens=4000, step_timeout_s=60, max_observation_tokens=4000)
     c = drv.generate([GenerationRequest(Example("c", "add:", "", meta={"tests": ADD}), 1)],
                      SamplingParams(max_new_tokens=200))[0]
@@ -167,7 +167,7 @@ def test_a_scripted_episode_through_the_driver():
 
 
 def test_an_episode_bound_below_the_environments_own_turns_is_a_config_error():
-    from rlvr.envs import MultiTurnConfig
+    from rlvr.rollout.multiturn import MultiTurnConfig
 
     with pytest.raises(Exception, match=r"own max_turns=4, beyond rollout.multiturn.max_turns=2"):
         MultiTurnConfig(env="code_feedback", max_turns=2)

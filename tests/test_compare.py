@@ -11,7 +11,7 @@ import rlvr.train.loop as loop
 from rlvr.cli import app
 from rlvr.compare import CompareError, make_variants, run_compare
 from rlvr.compare.runner import check_budgets, variant_config
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "model.tiny.num_layers=1",
         "task.max_value=20", "task.num_eval=16", "rollout.prompts_per_step=4", "rollout.group_size=4",

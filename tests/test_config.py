@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from rlvr.config import Component, ConfigError, RunConfig, apply_overrides, dump_config, load_config
+from rlvr.config.run import Component, ConfigError, RunConfig, apply_overrides, dump_config, load_config
 
 
 def test_defaults_are_the_demo_and_valid():

@@ -13,12 +13,12 @@ from safetensors.torch import load_file
 
 from rlvr.algorithms.advantages.gae import GAEParams, gae, gae_advantage, token_rewards
 from rlvr.algorithms.registry import AdvantageInputs
-from rlvr.config import ConfigError, load_config
-from rlvr.config_sections import CriticConfig
+from rlvr.config.run import ConfigError, load_config
+from rlvr.config.sections import CriticConfig
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.train.critic import Critic, value_loss
+from rlvr.learners.critic import Critic, value_loss
 from tests.methods.helpers import run_recipe_steps, tiny_overrides
 from tests.methods.seed_support import BINARY, train_and_resume
 
@@ -163,9 +163,9 @@ def test_bad_settings_are_config_errors(bad, match):
 
 
 def test_a_critic_nothing_reads_is_refused(tmp_path):
-    from rlvr.config import needs_reference
+    from rlvr.config.run import needs_reference
     from rlvr.models.loading import load_model
-    from rlvr.train.setup import build_components, build_task
+    from rlvr.run.setup import build_components, build_task
 
     cfg = load_config(recipe="ppo", overrides=tiny_overrides(tmp_path) + ["algorithm.advantage={name: grpo}"])
     model, tok = load_model(cfg.model, seed=0)
@@ -177,7 +177,7 @@ def test_a_critic_nothing_reads_is_refused(tmp_path):
 def test_with_a_lora_policy_the_critic_trains_adapters_of_its_own_on_the_merged_weights(tmp_path):
     from rlvr.models.loading import load_model
     from rlvr.models.lora import inference_state_dict
-    from rlvr.train.setup import build_components, build_task
+    from rlvr.run.setup import build_components, build_task
 
     cfg = load_config(recipe="ppo", overrides=tiny_overrides(tmp_path) + [
         "model.lora.rank=4", "algorithm.critic.lr=1e-2"])

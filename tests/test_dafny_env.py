@@ -7,7 +7,7 @@ rollout through the driver."""
 import pytest
 
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
-from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory
+from rlvr.envs import ENVIRONMENTS, MultiTurnWrapper, env_factory
 from rlvr.envs import dafny_env
 from rlvr.envs.dafny_env import DafnyEnv, DafnyParams, dafny_available, extract_dafny, spec_violations
 from rlvr.models import char_tokenizer
@@ -169,7 +169,7 @@ def test_floods_of_errors_and_huge_programs_are_cut():
 
 
 def test_the_config_validates_the_params():
-    from rlvr.envs import MultiTurnConfig
+    from rlvr.rollout.multiturn import MultiTurnConfig
 
     assert MultiTurnConfig(env="dafny", params={"time_limit_s": 5}).params == {"time_limit_s": 5}
     with pytest.raises(Exception, match="time_limit_s"):
@@ -185,7 +185,7 @@ def test_a_scripted_episode_through_the_driver():
     assert "dafny" in ENVIRONMENTS
     tok = char_tokenizer()
     turns = [CHEATS["assume false"][0], f"```dafny\n{MAX_SPEC}{{\n  m := b;\n}}\n```", f"```dafny\n{MAX_OK}```"]
-    drv = MultiTurnEngine(Scripted(tok, turns), tok, env_factory("dafny"), max_turns=4, max_tokens=6000,
+    drv = MultiTurnWrapper(Scripted(tok, turns), tok, env_factory("dafny"), max_turns=4, max_tokens=6000,
                           step_timeout_s=120)
     c = drv.generate([GenerationRequest(Example("d", "Max:", "", meta={"spec": MAX_SPEC}), 1)],
                      SamplingParams(max_new_tokens=400))[0]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rlvr.algorithms.shaping import overlong_penalty
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.types import Completion, Example
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.sampling import FixedBudget, PromptStats, UniformSampler

@@ -5,12 +5,12 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.types import Example
 from rlvr.tasks import TASKS, DataError
 from rlvr.tasks.dataset import JsonlParams
 from rlvr.verifiers import NumericVerifier, parse_number, validate_verifier
-from rlvr.train.run import build_task
+from rlvr.run.train import build_task
 
 
 def write(path, rows):
@@ -147,7 +147,7 @@ def test_saved_hf_dataset_and_dict_splits(tmp_path):
 
 
 def test_verifier_name_and_params_are_checked_at_config_load():
-    from rlvr.config import ConfigError
+    from rlvr.config.run import ConfigError
 
     with pytest.raises(ConfigError, match="unknown verifier 'nope'"):
         load_config(overrides=["task.name=dataset", "task.train_path=x.jsonl", "task.verifier=nope"])

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from rlvr.config import load_config
-from rlvr.train.run import train
+from rlvr.config.run import load_config
+from rlvr.run.train import train
 
 
 @pytest.mark.slow

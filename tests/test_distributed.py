@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import load_file
 
 from rlvr.cli.launch import without_nproc
-from rlvr.config import load_config
-from rlvr.train.distributed import DistributedSetupError, World, check_world
+from rlvr.config.run import load_config
+from rlvr.distributed.world import DistributedSetupError, World, check_world
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = str(ROOT / "tests" / "dist_worker.py")
@@ -296,7 +296,7 @@ def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
 
 
 def test_sharded_checkpoint_is_refused_by_a_replicated_resume(tmp_path):
-    from rlvr.train.checkpoint import load_checkpoint
+    from rlvr.run.checkpoint import load_checkpoint
 
     ckpt = tmp_path / "step_000002"
     ckpt.mkdir()
@@ -377,7 +377,7 @@ def test_world_size_that_does_not_divide_the_batch_is_refused():
 
 
 def test_missing_backend_and_half_set_environment_are_clear(monkeypatch):
-    from rlvr.train import distributed as d
+    from rlvr.distributed import world as d
 
     with pytest.raises(DistributedSetupError, match="nccl"):
         if torch.cuda.is_available():

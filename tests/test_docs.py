@@ -23,8 +23,8 @@ ELSEWHERE = {"environment", "rollout engine", "task", "verifier"}
 def test_methods_table_has_a_row_per_component_and_recipe():
     """docs/methods.md names every registered component (every registry but ELSEWHERE's, including one
     added later) and every recipe in a table row."""
-    import rlvr.config  # noqa: F401  (creates every registry)
-    from rlvr.recipes import recipe_names
+    import rlvr.config.run  # noqa: F401  (creates every registry)
+    from rlvr.config.recipes import recipe_names
     from rlvr.registry import REGISTRIES
     from rlvr.registry_index import HOMES
 

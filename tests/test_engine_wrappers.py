@@ -6,14 +6,15 @@ import shutil
 
 import pytest
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.rollout import ENGINE_WRAPPERS, HFEngine
-from rlvr.rollout.guidance import GuidedEngine
-from rlvr.rollout.param_noise import ParamNoiseEngine
+from rlvr.engines import HFEngine
+from rlvr.rollout import ENGINE_WRAPPERS
+from rlvr.rollout.guidance import GuidanceWrapper
+from rlvr.rollout.param_noise import ParamNoiseWrapper
 from rlvr.rollout.wrappers import (base_engine, engine_metrics, engine_state, load_engine_state, wrap_engine,
                                    wrapper_chain)
-from rlvr.train.run import build_task, resume, train
+from rlvr.run.train import build_task, resume, train
 from tests.methods.helpers import tiny_overrides
 
 
@@ -96,7 +97,7 @@ def test_a_registered_wrapper_is_applied_in_order_and_unwrapped(counting, tiny):
     plain = HFEngine(model, tok)
     wrapped = wrap_engine(plain, model, tok, cfg.rollout)
     chain = wrapper_chain(wrapped)
-    assert [type(w) for w in chain] == [CountingEngine, ParamNoiseEngine, GuidedEngine]  # outermost first
+    assert [type(w) for w in chain] == [CountingEngine, ParamNoiseWrapper, GuidanceWrapper]  # outermost first
     assert base_engine(wrapped) is plain and chain[-1].inner is plain
     state = engine_state(wrapped)
     assert set(state) == {"counting", "guidance", "param_noise"} and state["counting"] == {"calls": 0}

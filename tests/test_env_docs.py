@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
-from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory
+from rlvr.envs import ENVIRONMENTS, MultiTurnWrapper, env_factory
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "environments.md"
 
@@ -34,11 +34,11 @@ def test_scripted_episode(guess_env):
 
 def test_episodes_with_the_tiny_model(guess_env):
     from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-    from rlvr.rollout.hf import HFEngine
+    from rlvr.engines.hf import HFEngine
 
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)
-    engine = MultiTurnEngine(HFEngine(model, tok), tok, guess_env, max_turns=3, turn_tokens=4)
+    engine = MultiTurnWrapper(HFEngine(model, tok), tok, guess_env, max_turns=3, turn_tokens=4)
     comps = engine.generate([GenerationRequest(Example("e", "guess:", "5"), 3)], SamplingParams(max_new_tokens=4, seed=1))
     assert len(comps) == 3
     for c in comps:

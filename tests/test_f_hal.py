@@ -14,12 +14,12 @@ import torch
 from rlvr.algorithms.loss_terms.f_preference import FPreferenceParams, f_preference, pair_loss
 from rlvr.algorithms.objectives.f_grpo import FGRPOParams, f_grpo
 from rlvr.algorithms.registry import ObjectiveInputs
-from rlvr.config import ConfigError, load_config, needs_reference
+from rlvr.config.run import ConfigError, load_config, needs_reference
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.rollout.preference_pairs import (PairDataError, PreferencePair, pair_rows, parse_pair, read_pairs,
+from rlvr.tasks.preference_pairs import (PairDataError, PreferencePair, pair_rows, parse_pair, read_pairs,
                                            sample_pairs)
 from rlvr.train.loop import settings, step_seed
 from rlvr.train.pairs import with_pairs
@@ -289,7 +289,7 @@ def test_config_pieces_and_list_index_overrides():
         load_config(recipe="f_hal", overrides=["algorithm.loss_terms.1.path=x"])
     with pytest.raises(ConfigError, match="path"):  # the pairs file has no default
         load_config(overrides=["algorithm.loss_terms=[{name: f_preference}]"])
-    from rlvr.train.distributed import DistributedSetupError, World, check_world
+    from rlvr.distributed.world import DistributedSetupError, World, check_world
 
     # under torchrun the pairs' forwards run inside the micro-batch's DDP forward (tests/test_distributed.py)
     check_world(load_config(recipe="f_hal", overrides=["rollout.prompts_per_step=4"]), World(0, 2))
@@ -311,9 +311,9 @@ def test_the_recipe_trains_two_real_steps(tmp_path):
 
 
 def test_a_missing_pairs_file_stops_the_run_at_set_up(tmp_path):
-    from rlvr.config import load_config
-    from rlvr.train.preflight import SetupError
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.preflight import SetupError
+    from rlvr.run.train import train
     from tests.methods.helpers import tiny_overrides
 
     over = tiny_overrides(tmp_path) + ["train.steps=1", "sft.steps=5",

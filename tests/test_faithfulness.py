@@ -10,7 +10,7 @@ import torch
 
 import rlvr.verifiers.faithfulness as F
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, call
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.types import Example
 from rlvr.tasks.shapes import ShapesParams, shapes_task
 from rlvr.tasks.vla_scenes import VLAScenesParams, vla_scenes_task

@@ -15,17 +15,17 @@ import torch
 from typer.testing import CliRunner
 
 import rlvr.train.loop as loop_mod
-import rlvr.train.sft as sft_mod
+import rlvr.sft.supervised as sft_mod
 from rlvr.cli import app
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.models.checks import ModelDirError
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.tiny import char_tokenizer
-from rlvr.train.checkpoint import list_checkpoints
-from rlvr.train.preflight import SetupError
-from rlvr.train.prompt_limits import PromptLimitError, fit_prompts
-from rlvr.train.run import resume, train
-from rlvr.train.rundir import RunDirBusy, lock_run_dir
+from rlvr.run.checkpoint import list_checkpoints
+from rlvr.run.preflight import SetupError
+from rlvr.run.prompt_limits import PromptLimitError, fit_prompts
+from rlvr.run.train import resume, train
+from rlvr.run.rundir import RunDirBusy, lock_run_dir
 
 runner = CliRunner()
 
@@ -60,7 +60,7 @@ def test_drop_and_truncate_left_fit_every_prompt(tmp_path):
     for policy, want_kept in (("drop", 6), ("truncate_left", 8)):
         cfg = _data_cfg(tmp_path, prompts, "task.eval_fraction=0.0", f"data.prompt_overflow={policy}",
                         "data.max_prompt_tokens=20")
-        from rlvr.train.setup import build_task
+        from rlvr.run.setup import build_task
 
         task, model = build_task(cfg), load_model(cfg.model)[0]
         report = fit_prompts(task, tok, model, 8, 20, policy)
@@ -163,7 +163,7 @@ def test_vllm_engine_without_vllm_or_with_sleep_mode_on_cpu_fails_before_any_wor
 
 
 def test_bad_vllm_settings_are_config_errors():
-    from rlvr.config_errors import ConfigError
+    from rlvr.config.errors import ConfigError
 
     for bad in ("rollout.vllm.gpu_memory_utilization=1.5", "rollout.vllm.tensor_parallel_size=0",
                 "rollout.vllm.dtype=float8", "rollout.vllm.kv_cache_gib=0", "rollout.vllm.unknown=1"):
@@ -219,7 +219,7 @@ def test_interrupted_sft_saves_its_progress(tiny_cfg_overrides, tmp_path, monkey
                 os.kill(os.getpid(), sig)
         return real(*a, on_step=hook, **kw)
 
-    monkeypatch.setattr("rlvr.train.run.sft", sft_with_signal)
+    monkeypatch.setattr("rlvr.run.train.sft", sft_with_signal)
     with pytest.raises(KeyboardInterrupt, match=r"during SFT after step 3 of 50.*sft.steps=47"):
         train(load_config(overrides=tiny_cfg_overrides + ["sft.steps=50"]))
     saved = tmp_path / "run" / "sft_model"
@@ -235,7 +235,7 @@ def test_a_locked_run_directory_refuses_a_second_writer(tiny_cfg_overrides, tmp_
     with lock_run_dir(run):
         with pytest.raises(RunDirBusy, match=f"pid {os.getpid()}"):
             resume(run, ["train.steps=3"])
-        code = ("import sys; from rlvr.train.run import resume\n"
+        code = ("import sys; from rlvr.run.train import resume\n"
                 "try:\n    resume(sys.argv[1], ['train.steps=3'])\n"
                 "except Exception as e:\n    print(type(e).__name__, e); sys.exit(3)\n")
         proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, timeout=120)

@@ -6,12 +6,12 @@ import json
 import pytest
 import torch
 
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.batch import build_batch
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.train.interleave import interleaved_sft
-from rlvr.train.setup import build_task
-from rlvr.train.sft import sft_rows
+from rlvr.sft.interleave import interleaved_sft
+from rlvr.run.setup import build_task
+from rlvr.sft.supervised import sft_rows
 from tests.methods.seed_support import train_and_resume
 
 
@@ -20,7 +20,7 @@ def _lines(run_dir):
 
 
 def test_phases_run_after_every_nth_step_and_log_their_loss(tiny_cfg_overrides, tmp_path):
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     train(load_config(overrides=tiny_cfg_overrides + [
         "train.steps=4", "sft.steps=0", "sft.interleave_every=2", "sft.interleave_steps=3"]))
@@ -91,8 +91,8 @@ def test_both_strategies_run_phases_and_fsdp_needs_a_whole_copy():
     # (a 2-rank DDP run with phases equals the 1-rank run; an FSDP phase equals the one-process phase:
     # tests/test_distributed.py)
     from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-    from rlvr.train.distributed import World, check_world
-    from rlvr.train.interleave import interleaved_sft
+    from rlvr.distributed.world import World, check_world
+    from rlvr.sft.interleave import interleaved_sft
 
     cfg = load_config(overrides=["sft.interleave_every=2", "rollout.prompts_per_step=4"])
     check_world(cfg, World(0, 2, strategy="fsdp"))
@@ -109,7 +109,7 @@ def test_under_ddp_a_phase_trains_every_ranks_rows_and_leaves_rank_0s_weights():
     # on all three (gathered in rank order) and then take rank 0's weights
     from rlvr.core.types import Completion
     from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-    from rlvr.train.distributed import World
+    from rlvr.distributed.world import World
 
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok)

@@ -7,7 +7,7 @@ import torch
 
 import rlvr.train.loop as loop_mod
 from rlvr.algorithms.kl import k1
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.train.kl_control import KLController
 from rlvr.train.loop import rl_step
 from tests.test_dapo import components
@@ -76,7 +76,7 @@ def test_resume_with_kl_schedule_matches_uninterrupted(jsonl_cfg_overrides, tmp_
 
     from safetensors.torch import load_file
 
-    from rlvr.train.run import resume, train
+    from rlvr.run.train import resume, train
 
     over = jsonl_cfg_overrides + ["train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=5",
                                   "algorithm.kl.coef=0.1", "algorithm.kl.schedule.name=adaptive"]

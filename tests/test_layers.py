@@ -141,7 +141,7 @@ def cycles(edges: list[Import], modules: set[str]) -> list[list[str]]:
 
 
 def readme_layers(text: str) -> list[list[str]]:
-    """The README's layer list, lowest first: one list of names (``core``, ``config_errors``) per layer."""
+    """The README's layer list, lowest first: one list of names (``core``, ``config.errors``) per layer."""
     block = re.search(r"<!-- layers: lowest first -->\n(.*?)<!-- /layers -->", text, re.S)
     assert block, "README.md lost its layer list (<!-- layers: lowest first --> ... <!-- /layers -->)"
     layers = []

@@ -5,8 +5,8 @@ import builtins
 
 import pytest
 
-from rlvr.config import ConfigError, load_config
-from rlvr.train.logging import MultiLog, open_metrics_log, read_metrics
+from rlvr.config.run import ConfigError, load_config
+from rlvr.run.logging import MultiLog, open_metrics_log, read_metrics
 
 STEPS = [(1, {"reward": 0.25, "eval/pass@4": 0.5, "eval/ci95": [0.1, 0.9], "flag": True}),
          (2, {"reward": 0.75, "loss": float("nan")})]
@@ -67,7 +67,7 @@ def test_failing_backend_is_dropped_not_fatal(tmp_path):
         def close(self):
             Broken.closed = True
 
-    from rlvr.train.logging import MetricsLog
+    from rlvr.run.logging import MetricsLog
 
     log = MultiLog(MetricsLog(tmp_path / "metrics.jsonl"), [Broken()])
     with pytest.warns(UserWarning, match="disk full"):
@@ -128,7 +128,7 @@ def test_mlflow_run_holds_metrics_and_params(tmp_path):
 
 def test_backends_in_a_real_training_run(tmp_path, tiny_cfg_overrides):
     pytest.importorskip("tensorboard")
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     train(load_config(overrides=tiny_cfg_overrides + ["logging.backends=[tensorboard]", "sft.steps=0",
                                                       "train.steps=2"]))

@@ -9,13 +9,13 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.lora import LoRAConfig, LoRAError, apply_lora, has_lora, inference_state_dict, merged_copy
-from rlvr.train.run import resume, train
+from rlvr.run.train import resume, train
 
 TOK = char_tokenizer()
 LORA = ["model.lora.rank=4", "model.lora.alpha=8", "optim.lr=2e-2"]
@@ -114,7 +114,7 @@ def test_a_lora_run_trains_the_adapter_keeps_the_base_frozen_and_resumes_identic
 
 def test_behaviour_logprobs_of_the_hf_engine_with_adapters_match_the_trainer():
     from rlvr.core.types import Example, GenerationRequest, SamplingParams
-    from rlvr.rollout import HFEngine
+    from rlvr.engines import HFEngine
 
     model = _adapted()
     out = HFEngine(model, TOK).generate([GenerationRequest(Example("a", "7=", "7"), 4)],
@@ -131,8 +131,8 @@ def test_lora_learns_on_the_demo_task_with_a_fraction_of_the_optimizer_state(tmp
     """The demo (SFT warm-up of the full model, then RL) with only rank-16 adapters training in RL: held-out
     accuracy rises as with full fine-tuning (0.146 -> 0.195 here, full: 0.146 -> 0.225 at seed 0, 200 steps),
     and the optimizer keeps Adam's two moments of the adapters only. About 2 minutes on 2 cores."""
-    from rlvr.config import load_config
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
 
     s = train(load_config(overrides=[
         f"out={tmp_path / 'run'}", "train.steps=200", "train.eval_every=0", "optim.lr=1e-3",

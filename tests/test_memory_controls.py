@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from rlvr.algorithms import AGGREGATIONS
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.train.loop import settings
-from rlvr.train.update import batch_logprobs, update_policy
+from rlvr.models.logprobs import batch_logprobs, pass_args
+from rlvr.train.update import update_policy
 
 
 def _batch(n=12, seed=0):
@@ -107,9 +108,9 @@ def test_autocast_old_logprobs_match_the_update_forward():
     tok, batch = _batch()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=2), tok, seed=0)
     s = settings(load_config(overrides=["train.autocast=bfloat16", "train.micro_batch_tokens=60"]))
-    a = batch_logprobs(model, batch, s)
-    b = batch_logprobs(model, batch, replace(s, micro_batch_tokens=None, micro_batch_size=64))
-    fp32 = batch_logprobs(model, batch, replace(s, autocast=None))
+    a = batch_logprobs(model, batch, **pass_args(s))
+    b = batch_logprobs(model, batch, **pass_args(replace(s, micro_batch_tokens=None, micro_batch_size=64)))
+    fp32 = batch_logprobs(model, batch, **pass_args(replace(s, autocast=None)))
     mask = batch.completion_mask.bool()
     assert float((a - fp32)[mask].abs().max()) > 1e-4  # autocast really ran
     assert float((a - b)[mask].abs().max()) < 2e-2  # the split changes bf16 rounding only

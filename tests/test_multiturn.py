@@ -11,12 +11,13 @@ import torch
 
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
-from rlvr.envs import ENVIRONMENTS, EpisodeCompletion, MultiTurnConfig, MultiTurnEngine, Step, env_factory, env_scores
+from rlvr.envs import ENVIRONMENTS, EpisodeCompletion, MultiTurnWrapper, Step, env_factory, env_scores
+from rlvr.rollout.multiturn import MultiTurnConfig
 from rlvr.envs.render import ObservationRenderer
-from rlvr.envs.wrapper import build_multiturn
+from rlvr.rollout.multiturn import build_multiturn
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.rollout.hf import HFEngine
+from rlvr.engines.hf import HFEngine
 from rlvr.verifiers.toolcall import ToolEnvVerifier
 
 
@@ -33,7 +34,7 @@ def engine(request, hf):
     """Each engine the driver runs over: transformers generate, and rlvr's own decoder on the same model."""
     if request.param == "hf":
         return hf
-    from rlvr.rollout.native import NativeEngine
+    from rlvr.engines.native import NativeEngine
 
     return NativeEngine(hf.model, hf.tokenizer, batch_size=64)
 
@@ -81,7 +82,7 @@ def _examples(*steps):
 
 def _driver(hf, env=Countdown, **kw):
     rec = Recorder(hf)
-    return MultiTurnEngine(rec, hf.tokenizer, env, **kw), rec
+    return MultiTurnWrapper(rec, hf.tokenizer, env, **kw), rec
 
 
 def test_token_in_token_out_over_episodes_of_different_lengths(engine):
@@ -239,7 +240,7 @@ def test_chat_observations_close_the_turn_once(hf):
     assert tok.decode(r.chat("hi", last_token=tok.eos_token_id)) == "\n[user]hi<eos>\n[assistant]"
     assert tok.decode(r.chat("hi", last_token=None)) == "<eos>\n[user]hi<eos>\n[assistant]"  # cut turn closed
     engine = HFEngine(hf.model, tok, chat_template=True)  # the same vocabulary, prompts through the template
-    drv = MultiTurnEngine(engine, tok, Countdown, max_turns=3, chat_template=True)
+    drv = MultiTurnWrapper(engine, tok, Countdown, max_turns=3, chat_template=True)
     out = drv.generate([GenerationRequest(ex, 2) for ex in _examples(3)], SamplingParams(max_new_tokens=3, seed=3))
     for c in out:
         assert tok.decode(c.prompt_ids).startswith("[user]0+0=<eos>") and c.turns == 3
@@ -287,7 +288,7 @@ def test_issue_tracker_episode_runs_calls_turn_by_turn():
     turns = [_call("jira_get_transitions", issue_key="ENG-1"), "<tool_call>{not json</tool_call>",
              _call("jira_transition_issue", issue_key="ENG-1", transition={"name": "Start Progress"}),
              _call("jira_add_comment", issue_key="ENG-9", body="ok"), "Done: ENG-1 is in progress."]
-    drv = MultiTurnEngine(Scripted(tok, turns), tok, env_factory("issue_tracker"), max_turns=8, max_tokens=4000)
+    drv = MultiTurnWrapper(Scripted(tok, turns), tok, env_factory("issue_tracker"), max_turns=8, max_tokens=4000)
     c = drv.generate([GenerationRequest(ex, 1)], SamplingParams(max_new_tokens=200))[0]
     assert c.turns == 5 and c.env_done and c.env_error is None
     obs = [json.loads(tok.decode(c.completion_ids[s.start: s.end])[len("\n<obs>"): -len("</obs>\n")])
@@ -323,7 +324,7 @@ def test_config_section_validates_and_builds_the_wrapper(hf):
     assert build_multiturn(hf, hf.model, hf.tokenizer, SimpleNamespace()) is None
     w = build_multiturn(hf, hf.model, hf.tokenizer,
                         SimpleNamespace(multiturn=MultiTurnConfig(env="issue_tracker", max_turns=3)))
-    assert isinstance(w, MultiTurnEngine) and w.inner is hf and w.name == "multiturn" and w.max_turns == 3
+    assert isinstance(w, MultiTurnWrapper) and w.inner is hf and w.name == "multiturn" and w.max_turns == 3
     assert MultiTurnConfig(max_turns=3, max_observation_tokens=10).completion_bound(8) == 3 * 8 + 2 * 10
     assert MultiTurnConfig(max_tokens=50).completion_bound(8) == 50
 
@@ -331,10 +332,10 @@ def test_config_section_validates_and_builds_the_wrapper(hf):
 def test_a_training_step_through_the_loop_on_episodes(tiny_cfg_overrides, monkeypatch):
     """The driver as the loop's engine: episodes are scored by the task's verifier, batched and trained on,
     and the driver's metrics reach the step's metrics through the engine-wrapper channel."""
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.models.loading import load_model
     from rlvr.train.loop import rl_step
-    from rlvr.train.run import build_components, build_task
+    from rlvr.run.train import build_components, build_task
 
     cfg = load_config(overrides=tiny_cfg_overrides + ["sft.steps=0", "algorithm.minibatches=1"])
     model, tok = load_model(cfg.model, seed=0)
@@ -346,7 +347,7 @@ def test_a_training_step_through_the_loop_on_episodes(tiny_cfg_overrides, monkey
             steps[example.id] = 2
             return super().reset(Example(example.id, example.prompt, example.answer, meta={"steps": 2}), seed)
 
-    drv = MultiTurnEngine(c.engine, tok, TwoSteps, max_turns=3)
+    drv = MultiTurnWrapper(c.engine, tok, TwoSteps, max_turns=3)
     monkeypatch.setattr(c, "engine", drv)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     m = rl_step(cfg, c, 0)
@@ -358,8 +359,8 @@ def test_a_training_step_through_the_loop_on_episodes(tiny_cfg_overrides, monkey
 def test_evaluation_runs_episodes_too_without_touching_the_training_driver(tiny_cfg_overrides, tmp_path):
     """A multi-turn run is evaluated as it is trained (episodes, not single turns), through fresh evaluation
     wrappers: the training driver's metrics count training episodes only."""
-    from rlvr.config import load_config
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
 
     resets = []
 
@@ -414,8 +415,8 @@ class Secret(Countdown):
 def test_a_verifier_reads_what_only_the_environment_knows(jsonl_cfg_overrides, tmp_path, monkeypatch):
     """Training and evaluation both score an episode against an example whose meta holds the environment's
     last info and reward: a reward function that checks the secret the environment drew sees it."""
-    from rlvr.config import load_config
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
 
     seen = []
 

@@ -10,7 +10,7 @@ import pytest
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams, Score
 from rlvr.models.tiny import char_tokenizer
-from rlvr.rollout.murphy import (MurphyEngine, MurphyParams, feedback_text, pass_fraction, retrospective_credit,
+from rlvr.rollout.strategies.murphy import (MurphyWrapper, MurphyParams, feedback_text, pass_fraction, retrospective_credit,
                                  top_failing)
 
 # ---- credit ----------------------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def _run(script=SCRIPT, reqs=None, logprobs=True, **kw):
     tok = char_tokenizer()
     inner = ScriptedEngine(tok, script, logprobs)
     p = {"turns": 3, "branch": 2, "keep_failed": 2, "template": FB, **kw}
-    eng = MurphyEngine(inner, tok, MurphyParams(**p))
+    eng = MurphyWrapper(inner, tok, MurphyParams(**p))
     task = ScriptedTask()
     eng.bind_task(task)
     reqs = reqs or [GenerationRequest(Example("q", "x=", "1"), 4)]
@@ -225,11 +225,11 @@ def test_drop_constant_sets_requests_apart_and_passthrough():
         rows = [c for c in comps if c.group == g]
         assert len(rows) == 2 + 2 * 2 and sorted(c.tree_node for c in rows) == list(range(1, 7))
     with pytest.raises(RuntimeError, match="bind_task"):
-        MurphyEngine(inner, tok, MurphyParams()).generate(reqs, SamplingParams())
+        MurphyWrapper(inner, tok, MurphyParams()).generate(reqs, SamplingParams())
 
 
 def test_config_checks():
-    from rlvr.config import ConfigError, load_config
+    from rlvr.config.run import ConfigError, load_config
 
     cfg = load_config(overrides=["rollout.strategy={name: murphy, turns: 2, branch: 3, credit: mean}"])
     assert cfg.rollout.strategy.params.branch == 3 and cfg.rollout.strategy.params.keep_failed == 2
@@ -266,7 +266,7 @@ def test_code_feedback_reaches_the_refinement(tmp_path):
             return out
 
     inner = Fixer(tok, {})
-    eng = MurphyEngine(inner, tok, MurphyParams(turns=2, branch=1, keep_failed=1, workers=2))
+    eng = MurphyWrapper(inner, tok, MurphyParams(turns=2, branch=1, keep_failed=1, workers=2))
     eng.bind_task(task)
     comps = eng.generate([GenerationRequest(ex, 2)], SamplingParams(max_new_tokens=4000))
     # the verifier's reason and failing tests, after the attempt (a * b passes add(2, 2) == 4 only)
@@ -282,7 +282,7 @@ def test_code_feedback_reaches_the_refinement(tmp_path):
 
 
 def test_recipe_trains_two_steps(tmp_path):
-    from rlvr.recipes import load_recipe
+    from rlvr.config.recipes import load_recipe
     from tests.methods.helpers import run_recipe_steps
     from tests.methods.seed_support import BINARY
 

@@ -11,9 +11,9 @@ import torch
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import NativeEngine
-from rlvr.rollout import native as native_mod
-from rlvr.rollout.native_model import COMPILE_BUCKET, Decoder
+from rlvr.engines import NativeEngine
+from rlvr.engines import native as native_mod
+from rlvr.engines.native_model import COMPILE_BUCKET, Decoder
 
 TOK = char_tokenizer()
 REQS = [GenerationRequest(Example("a", "7=", "7"), 3), GenerationRequest(Example("b", "12+30=", "42"), 4),
@@ -136,7 +136,7 @@ def test_compiled_engine_samples_the_trainers_distribution():
 
 
 def test_compile_config_is_checked():
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
 
     for engine in (["rollout.engine=hf"], ["rollout.engine=ray", "rollout.ray.engine=hf"]):
         with pytest.raises(ValueError, match="rollout.native.compile applies to the native engine"):
@@ -150,8 +150,8 @@ def test_a_missing_cpu_compiler_is_refused_with_what_to_do(monkeypatch):
     monkeypatch.setattr(native_mod.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="C.. compiler.*rollout.native.compile=false"):
         NativeEngine(_qwen2(), TOK, compile=True)
-    from rlvr.config import load_config
-    from rlvr.train.preflight import SetupError, check_compiler
+    from rlvr.config.run import load_config
+    from rlvr.run.preflight import SetupError, check_compiler
 
     cfg = load_config(overrides=["rollout.engine=native", "rollout.native.compile=true"])
     with pytest.raises(SetupError, match="C.. compiler"):  # `rlvr train` says so before loading anything
@@ -166,8 +166,8 @@ def test_a_training_run_decodes_with_the_compiled_step(jsonl_cfg_overrides, tmp_
     run learns from its rollouts (the behaviour log-probs are the trainer's before the first update)."""
     import json
 
-    from rlvr.config import load_config
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
 
     calls = []
     original = Decoder._full_step

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import ENGINES, HFEngine, NativeEngine
-from rlvr.rollout.native import build_native_engine
+from rlvr.engines import ENGINES, HFEngine, NativeEngine
+from rlvr.engines.native import build_native_engine
 
 TOK = char_tokenizer()
 # prompts of 2, 6 and 13 tokens in one batch: left padding of 0 to 11
@@ -87,7 +87,7 @@ def test_finish_reasons_seeds_and_global_rng(model):
 
 
 def test_a_group_is_prefilled_once(model, monkeypatch):
-    from rlvr.rollout import native_model
+    from rlvr.engines import native_model
 
     widths = []
     original = native_model.Decoder._prefill
@@ -190,7 +190,7 @@ def test_an_unsupported_architecture_falls_back_to_hf_with_a_message(caplog):
 
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(TOK), n_embd=32, n_layer=1, n_head=2, n_positions=64,
                                        eos_token_id=TOK.eos_token_id, pad_token_id=TOK.pad_token_id))
-    with caplog.at_level(logging.WARNING, logger="rlvr.rollout.native"):
+    with caplog.at_level(logging.WARNING, logger="rlvr.engines.native"):
         engine = ENGINES.get("native").fn(model, TOK, batch_size=8, chat_template=False)
     assert type(engine) is HFEngine and engine.batch_size == 8
     assert "'gpt2'" in caplog.text and "hf engine" in caplog.text
@@ -227,8 +227,8 @@ def test_weights_changed_in_place_are_used_by_the_next_call(model):
 def test_grpo_run_on_the_native_engine_equals_the_hf_run(jsonl_cfg_overrides, tmp_path, monkeypatch):
     """Two real GRPO steps through ``train``: the native engine draws the same completions as ``hf``, so the
     whole run (rewards, gradients, the trained weights' metrics) is the same run."""
-    from rlvr.config import load_config
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
 
     chunks = []
     original = NativeEngine._generate_chunk
@@ -254,8 +254,8 @@ def test_prefix_and_stop_requests_go_through_the_hf_path():
     what the hf engine samples for them."""
     from rlvr.core.types import Example, GenerationRequest, SamplingParams
     from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-    from rlvr.rollout.hf import HFEngine
-    from rlvr.rollout.native import NativeEngine
+    from rlvr.engines.hf import HFEngine
+    from rlvr.engines.native import NativeEngine
 
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=2)

@@ -13,7 +13,7 @@ from rlvr.algorithms.corrections.tis import TISParams
 from rlvr.algorithms.objectives.cispo import CISPOParams
 from rlvr.algorithms.objectives.gspo import GSPOParams
 from rlvr.algorithms.objectives.ppo_clip import PPOClipParams
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.registry import Params
 
 GARBAGE = 1e3  # padding values large enough that any unmasked use would change every result

@@ -14,7 +14,7 @@ import torch
 from rlvr.algorithms.objectives.log_z_table import LogZTable, accuracy_of_log_z
 from rlvr.algorithms.objectives.tb import TBParams, new_table, tb
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, call
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.prompt_keys import prompt_key
 from rlvr.core.types import Completion, Example, Score
@@ -182,7 +182,7 @@ def test_build_data_shares_the_objectives_table_with_sampler_and_budget(tmp_path
     data.write_text("".join(json.dumps({"prompt": f"p{i}", "answer": "x"}) + "\n" for i in range(6)))
     cfg = load_config(recipe="paced_rl_full", overrides=["task.name=jsonl", f"task.train_path={data}",
                                                          "task.verifier=tests.reward_fns:shared_chars"])
-    from rlvr.train.setup import build_task
+    from rlvr.run.setup import build_task
 
     algo = AlgorithmState(cfg)
     sampler, allocator, _ = build_data(cfg, build_task(cfg), algo)
@@ -268,7 +268,7 @@ def test_the_full_recipe_trains_and_replays(tmp_path):
 
 
 def test_a_resumed_run_continues_the_same_table(jsonl_cfg_overrides, tmp_path):
-    from rlvr.train.run import resume, train
+    from rlvr.run.train import resume, train
 
     over = jsonl_cfg_overrides + ["train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=5",
                                   "algorithm.minibatches=2", "data.budget.replay_ratio=0.5"]

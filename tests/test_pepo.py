@@ -12,8 +12,8 @@ from rlvr.algorithms.transforms.pepo import PEPOParams, pepo_weights
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example
 from rlvr.models import ModelConfig, TinyModelConfig, load_model
-from rlvr.rollout.base import encode_example
-from rlvr.train.vision_extras import vision_similarity
+from rlvr.models.prompts import encode_example
+from rlvr.passes.perception import vision_similarity
 
 
 def _reference(vision_scores, entropy, completion_mask, alpha, tau):

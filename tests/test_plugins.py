@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from rlvr.algorithms.registry import ADVANTAGES
-from rlvr.config import ConfigError, dump_config, load_config
+from rlvr.config.run import ConfigError, dump_config, load_config
 
 PLUGIN = textwrap.dedent('''
     from pydantic import Field
@@ -54,7 +54,7 @@ def test_a_plugin_file_on_the_command_line_registers_its_component(plugin, tmp_p
 
 def test_a_plugin_in_a_config_file_resolves_beside_it_and_the_run_trains_and_resumes(plugin, tmp_path,
                                                                                      tiny_cfg_overrides, monkeypatch):
-    from rlvr.train.run import resume, train
+    from rlvr.run.train import resume, train
 
     exp = tmp_path / "exp"
     exp.mkdir()

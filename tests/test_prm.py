@@ -8,9 +8,9 @@ import torch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.models import ModelConfig, TinyModelConfig, load_model
 from rlvr.models.tiny import char_tokenizer
-from rlvr.rollout.prm import ProcessRewardModel
-from rlvr.rollout.prm_search import PRMSearchEngine
-from rlvr.rollout.propa_tree import Node, log_boost, prm_rows
+from rlvr.learners.prm import ProcessRewardModel
+from rlvr.eval.prm_search import PRMSearchWrapper
+from rlvr.rollout.strategies.propa_tree import Node, log_boost, prm_rows
 
 
 def _node(parent, ids, visits=0, value=0.0):
@@ -92,7 +92,7 @@ def test_the_search_keeps_the_step_the_scorer_likes_best():
                        - (5 if text.endswith("end") and text.count("a") < 3 else 0))
         return out
 
-    eng = PRMSearchEngine(Steps(tok), tok, prefers_a, candidates=6, max_steps=8, terminal="end")
+    eng = PRMSearchWrapper(Steps(tok), tok, prefers_a, candidates=6, max_steps=8, terminal="end")
     comps = eng.generate([GenerationRequest(Example("q", "q", "1"), 2), GenerationRequest(Example("r", "q", "1"), 1)],
                          SamplingParams(temperature=1.0, max_new_tokens=40, seed=0))
     assert [c.group for c in comps] == [0, 0, 1]
@@ -100,7 +100,7 @@ def test_the_search_keeps_the_step_the_scorer_likes_best():
         assert c.text == "a\na\na\nend" and c.finish_reason == "stop" and c.completion_ids[-1] == tok.eos_token_id
         assert c.logprobs == [-1.0] * len(c.completion_ids)
     assert all(k % 6 == 0 for k in seen)  # every candidate of every live search is scored
-    short = PRMSearchEngine(Steps(tok), tok, prefers_a, candidates=6, max_steps=2, terminal="end")
+    short = PRMSearchWrapper(Steps(tok), tok, prefers_a, candidates=6, max_steps=2, terminal="end")
     (c,) = short.generate([GenerationRequest(Example("q", "q", "1"), 1)], SamplingParams(max_new_tokens=40, seed=0))
     assert c.text == "a\na\n" and c.finish_reason == "length"  # max_steps ends the search
 
@@ -110,8 +110,8 @@ def test_a_propa_run_trains_its_prm_resumes_it_and_evaluates_with_search(tmp_pat
 
     from safetensors.torch import load_file
 
-    from rlvr.config import load_config
-    from rlvr.train.run import eval_model, resume, train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import eval_model, resume, train
     from tests.methods.helpers import tiny_overrides
     from tests.methods.seed_support import BINARY
 

@@ -11,7 +11,7 @@ from rlvr.algorithms.advantages.grpo import GRPOAdvantageParams, grpo_advantage
 from rlvr.algorithms.registry import ADVANTAGES, REWARD_TRANSFORMS, AdvantageInputs, TransformInputs, call
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams, Score
 from rlvr.models.tiny import char_tokenizer
-from rlvr.rollout.propa import PROPAEngine, PROPAParams, log_boost, skipped, ucb
+from rlvr.rollout.strategies.propa import PROPAWrapper, PROPAParams, log_boost, skipped, ucb
 
 
 def test_methods_oracles():
@@ -62,7 +62,7 @@ class AnswerTask:
 
 def _engine(**kw):
     tok = char_tokenizer()
-    eng = PROPAEngine(ScriptedEngine(tok), tok, PROPAParams(**kw))
+    eng = PROPAWrapper(ScriptedEngine(tok), tok, PROPAParams(**kw))
     eng.bind_task(AnswerTask())
     return eng, tok
 
@@ -126,7 +126,7 @@ def test_process_value_reward_and_sibling_advantage_equal_naive_loops():
 
 def test_propa_needs_the_task():
     tok = char_tokenizer()
-    eng = PROPAEngine(ScriptedEngine(tok), tok, PROPAParams())
+    eng = PROPAWrapper(ScriptedEngine(tok), tok, PROPAParams())
     with pytest.raises(RuntimeError, match="bind_task"):
         eng.generate([GenerationRequest(Example("q", "x", "1"), 4)], SamplingParams())
 
@@ -149,10 +149,10 @@ class AnsweringEngine(ScriptedEngine):
 
 
 def test_sft_rows_are_paths_to_correct_answers_or_the_reference():
-    from rlvr.rollout.propa_tree import Node, best_paths
+    from rlvr.rollout.strategies.propa_tree import Node, best_paths
 
     tok = char_tokenizer()
-    eng = PROPAEngine(AnsweringEngine(tok), tok, PROPAParams(iterations=8, expansions=3, max_steps=3))
+    eng = PROPAWrapper(AnsweringEngine(tok), tok, PROPAParams(iterations=8, expansions=3, max_steps=3))
     eng.bind_task(AnswerTask())
     eng.generate([GenerationRequest(Example("q", "x=", "1", target="ans 1"), 6)],
                  SamplingParams(temperature=1.0, max_new_tokens=40, seed=1))
@@ -192,7 +192,7 @@ def test_interleaved_sft_on_the_strategys_rows_runs_through_the_trainer(tmp_path
 
 def test_the_step_cut_equals_a_token_by_token_scan():
     tok = char_tokenizer()
-    eng = PROPAEngine(ScriptedEngine(tok), tok, PROPAParams(delimiter="\n", terminal="ans"))
+    eng = PROPAWrapper(ScriptedEngine(tok), tok, PROPAParams(delimiter="\n", terminal="ans"))
     eos = tok.eos_token_id
 
     def naive(ids, reason):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
-from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory
+from rlvr.envs import ENVIRONMENTS, MultiTurnWrapper, env_factory
 from rlvr.envs.python_env import PythonToolEnv, PythonToolParams, answers_match, final_answer
 from rlvr.models import char_tokenizer
 from rlvr.sandbox import LocalSandbox, SandboxResult
@@ -116,7 +116,7 @@ def test_a_scripted_episode_through_the_driver():
     assert "python_tool" in ENVIRONMENTS
     tok = char_tokenizer()
     turns = ["<python>print(sum(range(1, 10)) - 3)</python>", "<python>print(1/0)</python>", "So \\boxed{42}"]
-    drv = MultiTurnEngine(Scripted(tok, turns), tok, env_factory("python_tool", {"timeout_s": 5}), max_turns=5,
+    drv = MultiTurnWrapper(Scripted(tok, turns), tok, env_factory("python_tool", {"timeout_s": 5}), max_turns=5,
                           max_tokens=4000, step_timeout_s=60)
     c = drv.generate([GenerationRequest(Example("m", "6*7=", "42"), 1)], SamplingParams(max_new_tokens=100))[0]
     assert c.turns == 3 and c.env_done and c.env_error is None and c.finish_reason == "stop"
@@ -130,8 +130,8 @@ def test_a_scripted_episode_through_the_driver():
 
 
 def test_two_training_steps_with_the_python_tool(tiny_cfg_overrides, tmp_path):
-    from rlvr.config import load_config
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
 
     cfg = load_config(overrides=tiny_cfg_overrides + [
         "train.steps=2", "sft.steps=0", "train.checkpoint_every=2", "rollout.multiturn.env=python_tool",

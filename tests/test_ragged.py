@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-import rlvr.config  # noqa: F401  (registers every component)
+import rlvr.config.run  # noqa: F401  (registers every component)
 from rlvr.algorithms import registry as reg
 from rlvr.algorithms.registry import ADVANTAGES, AGGREGATIONS, AdvantageInputs, AggregationInputs
 from rlvr.train.loop import rl_step

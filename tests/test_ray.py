@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 
 ray = pytest.importorskip("ray")
 
-from rlvr.config import load_config  # noqa: E402
+from rlvr.config.run import load_config  # noqa: E402
 from rlvr.core.types import Example, GenerationRequest, SamplingParams  # noqa: E402
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer  # noqa: E402
-from rlvr.rollout.hf import HFEngine  # noqa: E402
-from rlvr.rollout.ray_engine import RayConfig, RayEngine  # noqa: E402
+from rlvr.engines.hf import HFEngine  # noqa: E402
+from rlvr.distributed.ray_engine import RayConfig, RayEngine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def test_one_worker_samples_what_the_local_engine_does_and_follows_the_weights(c
 def test_training_through_ray_workers_equals_the_single_process_run(cluster, jsonl_cfg_overrides, tmp_path):
     """One rollout worker and Ray scoring tasks: the same seed gives the same completions, so the run's
     weights equal the one-process run's."""
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     over = jsonl_cfg_overrides + ["train.steps=3", "train.checkpoint_every=0", "train.eval_every=0",
                                   "algorithm.minibatches=1", "optim.lr=0.05"]
@@ -80,7 +80,7 @@ def test_asynchronous_training_through_a_ray_worker_equals_the_in_process_produc
     worker receives every snapshot, so each step's completions and the final weights equal those of the run
     whose producer thread generates in-process."""
     import rlvr.train.loop as loop_mod
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     real, seen = loop_mod.train_step, []
 
@@ -129,7 +129,7 @@ def test_launcher_ray_runs_the_trainer_as_an_actor(tmp_path):
 def test_missing_ray_is_a_clear_setup_error(monkeypatch):
     import importlib.util
 
-    from rlvr.train.preflight import SetupError, check_packages
+    from rlvr.run.preflight import SetupError, check_packages
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
@@ -233,7 +233,7 @@ def test_a_ray_trainer_rank_raising_stops_the_run_with_its_error(tmp_path):
 
 
 def test_several_trainers_refuse_ray_rollout_workers():
-    from rlvr.train.ray_launch import with_ray_engine
+    from rlvr.distributed.ray_launch import with_ray_engine
 
     cfg = load_config(overrides=["rollout.ray.trainers=2"])
     assert with_ray_engine(cfg) is cfg  # each rank generates with the run's own engine

@@ -9,8 +9,8 @@ import torch
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.config import ConfigError, load_config
-from rlvr.recipes import list_recipes, load_recipe, recipe_names
+from rlvr.config.run import ConfigError, load_config
+from rlvr.config.recipes import list_recipes, load_recipe, recipe_names
 
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY

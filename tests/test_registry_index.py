@@ -60,8 +60,8 @@ out = {"before": before, "listed": listed, "after": "rlvr.algorithms.advantages.
 
 def test_every_recipe_validates_without_a_model_library():
     out = fresh("""
-from rlvr.config import load_config
-from rlvr.recipes import recipe_names
+from rlvr.config.run import load_config
+from rlvr.config.recipes import recipe_names
 names = recipe_names()
 for n in names:
     load_config(recipe=n)

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.report import report_run
 from rlvr.report.svg import Series, interval_chart, line_chart, nice_ticks
 
@@ -46,7 +46,7 @@ TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "model.t
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     run = tmp_path_factory.mktemp("report") / "run"
     return train(load_config(overrides=TINY + [f"out={run}"])), run

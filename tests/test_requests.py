@@ -10,7 +10,7 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams, Segment
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.rollout.hf import HFEngine
+from rlvr.engines.hf import HFEngine
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +114,9 @@ def test_bad_requests_are_refused():
 def test_a_training_step_on_completions_with_inserted_spans(tiny_cfg_overrides, monkeypatch):
     """An engine returning multi-span completions (as a multi-turn driver does) trains through the same
     batch, advantage and loss code; only the sampled spans carry gradient."""
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.train.loop import rl_step
-    from rlvr.train.run import build_components, build_task
+    from rlvr.run.train import build_components, build_task
     from rlvr.models.loading import load_model
 
     cfg = load_config(overrides=tiny_cfg_overrides + ["sft.steps=0", "algorithm.minibatches=1"])

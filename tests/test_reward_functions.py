@@ -13,11 +13,11 @@ import textwrap
 import pytest
 import torch
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.types import Example, Score
 from rlvr.tasks.base import Task, WeightedVerifier
 from rlvr.tasks.scoring import Scorer, ScoringError, check_verifier
-from rlvr.train.run import train
+from rlvr.run.train import train
 from rlvr.verifiers import from_callable, load_callable
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "model.tiny.num_layers=1",

@@ -6,7 +6,7 @@ import torch
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import HFEngine
+from rlvr.engines import HFEngine
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_finish_reasons_and_eos(engine):
 
 
 def test_stops_on_eos_after_learning_to():
-    from rlvr.train.sft import sft
+    from rlvr.sft.supervised import sft
 
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)

@@ -15,7 +15,7 @@ from rlvr.sampling.paced import accuracy_from_partition, paced_weights
 from rlvr.sampling.pairing import select_pairs
 from rlvr.sampling.replay import PromptReplayParams, PromptReplaySampler, replay_budget
 from rlvr.sampling.tac import TACParams, tac_probs, transferability
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 
 
 def exs(n, task=""):

@@ -3,7 +3,7 @@ interleaving by hand, epochs, state, errors, and the recipe's real steps."""
 
 import pytest
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.types import Example
 from rlvr.sampling.ordered import DifficultyOrderParams, DifficultyOrderSampler
 

@@ -8,14 +8,14 @@ import shutil
 import pytest
 import torch
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.rollout.base import ENGINES
+from rlvr.engines.base import ENGINES
 from rlvr.sampling import build_data
 from rlvr.train.loop import Components, step_seed
 from rlvr.train.rollouts import collect_rollouts
-from rlvr.train.run import build_task, resume, train
-from rlvr.train.sft import sft
+from rlvr.run.train import build_task, resume, train
+from rlvr.sft.supervised import sft
 
 from tests.test_train import same_weights, weights
 

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, OBJECTIVES, REWARD_TRANSFORMS, ObjectiveInputs,
                                      aggregate)
-from rlvr.config import ConfigError, algorithm_needs, configured_components, load_config
+from rlvr.config.run import ConfigError, algorithm_needs, configured_components, load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
@@ -105,7 +105,7 @@ def test_components():
 def test_stateful_transform_state_and_extras_through_real_steps(jsonl_cfg_overrides, tmp_path, test_components):
     import json
 
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     cfg = load_config(overrides=jsonl_cfg_overrides + [
         "algorithm.reward_transforms=[{name: _t_count, factor: 3.0}]",

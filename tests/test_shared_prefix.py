@@ -247,8 +247,8 @@ def test_training_run_matches_the_standard_forward(tmp_path, tiny_cfg_overrides,
     packed path was taken."""
     from safetensors.torch import load_file
 
-    from rlvr.config import load_config
-    from rlvr.train.run import train
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
 
     calls = []
     real = sp.packed_hidden

@@ -7,8 +7,8 @@ from rlvr.algorithms.group_filters import informative_groups
 from rlvr.algorithms.registry import (GROUP_FILTERS, MASK_TRANSFORMS, REWARD_SHAPERS, REWARD_TRANSFORMS,
                                      GroupFilterInputs, MaskInputs, ShapingInputs, TransformInputs)
 from rlvr.algorithms.shaping import overlong_penalty
-from rlvr.config import load_config
-from rlvr.train.features import step_features
+from rlvr.config.run import load_config
+from rlvr.train.config_flags import step_features
 
 
 def _groups(rewards, correct, index, n):

@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
-from rlvr.envs import ENVIRONMENTS, MultiTurnEngine, env_factory, episode_seed
+from rlvr.envs import ENVIRONMENTS, MultiTurnWrapper, env_factory, episode_seed
 from rlvr.envs.lookup_env import parse_turn
 from rlvr.models import char_tokenizer
 from rlvr.tasks import TASKS
 from rlvr.tasks.lookup import LookupTaskParams, LookupVerifier, transcript
-from rlvr.train.run import train
+from rlvr.run.train import train
 
 EX = Example("QX#0", "key QX?\n", "482", task="lookup", meta={"key": "QX", "value": "482"})
 
@@ -122,7 +122,7 @@ def test_sft_targets_are_the_episodes_the_driver_builds():
     mt = cfg.rollout.multiturn
     assert mt.observation_template == cfg.task.params.observation_template
     tok = char_tokenizer()
-    engine = MultiTurnEngine(Teacher(tok), tok, env_factory(mt.env, mt.params), max_turns=mt.max_turns,
+    engine = MultiTurnWrapper(Teacher(tok), tok, env_factory(mt.env, mt.params), max_turns=mt.max_turns,
                              max_tokens=mt.max_tokens, turn_tokens=mt.turn_tokens,
                              observation_template=mt.observation_template)
     sft = [e for e in TASKS.get("lookup").fn(cfg.task.params).examples("sft")[:40]

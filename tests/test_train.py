@@ -11,9 +11,9 @@ from safetensors.torch import load_file
 
 import rlvr.train.loop as loop_mod
 import rlvr.train.update as update_mod
-from rlvr.config import load_config
-from rlvr.train.checkpoint import list_checkpoints
-from rlvr.train.run import resume, train
+from rlvr.config.run import load_config
+from rlvr.run.checkpoint import list_checkpoints
+from rlvr.run.train import resume, train
 from rlvr.train.update import NonFiniteError
 
 

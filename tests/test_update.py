@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import rlvr.train.loop as loop_mod
-import rlvr.train.update as update_mod
-from rlvr.config import load_config
+import rlvr.models.logprobs as logprobs_mod
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
@@ -86,15 +86,15 @@ def test_on_policy_gradient_is_reinforce():
                                             (["algorithm.minibatches=2"], 1)])
 def test_old_logprobs_only_when_needed(tiny_cfg_overrides, monkeypatch, over, old_calls):
     calls = []
-    real = update_mod.batch_logprobs  # what the step's one producer of extras (train/extras.py) calls
-    monkeypatch.setattr(update_mod, "batch_logprobs", lambda m, b, s: calls.append(1) or real(m, b, s))
-    from rlvr.train.run import train
+    real = logprobs_mod.batch_logprobs  # what the step's producer of old log-probs calls
+    monkeypatch.setattr(logprobs_mod, "batch_logprobs", lambda m, b, **s: calls.append(1) or real(m, b, **s))
+    from rlvr.run.train import train
     train(load_config(overrides=tiny_cfg_overrides + ["train.steps=1", "sft.steps=0"] + over))
     assert len(calls) == old_calls
 
 
 def test_kl_loads_reference_and_enters_the_loss(jsonl_cfg_overrides, tmp_path):
-    from rlvr.train.run import train
+    from rlvr.run.train import train
     summary = train(load_config(overrides=jsonl_cfg_overrides + ["algorithm.kl.coef=0.1"]))
     assert (tmp_path / "run" / "reference" / "model.safetensors").is_file()
     assert summary["final_metrics"]["kl"] > 0

@@ -17,8 +17,8 @@ from rlvr.core.vision import BatchVision, VisionInputs
 from rlvr.models import ModelConfig, TinyModelConfig, completion_logprobs, load_model
 from rlvr.models.checks import ModelDirError
 from rlvr.models.vision import ImageError, save_tokenizer, vision_of
-from rlvr.rollout.base import encode_example, example_length
-from rlvr.rollout.hf import HFEngine
+from rlvr.models.prompts import encode_example, example_length
+from rlvr.engines.hf import HFEngine
 
 VLM = TinyModelConfig(arch="qwen2_vl", hidden_size=64, intermediate_size=128, num_layers=1, num_heads=4,
                       num_kv_heads=2, max_positions=128)
@@ -328,12 +328,12 @@ def test_image_placeholder_tokens_are_never_sampled_and_have_no_probability(vlm)
 
 
 def test_vllm_image_prompts_and_suppression_helpers(vlm):
-    """What the vllm engine sends (rlvr.rollout.vllm_vision; no vLLM needed): one placeholder per image, which
+    """What the vllm engine sends (rlvr.engines.vllm_vision; no vLLM needed): one placeholder per image, which
     vLLM expands back to rlvr's ids, and the sampled token's raw log-prob renormalised over unsuppressed ones."""
     from types import SimpleNamespace
 
     from rlvr.models.vision import suppressed_tokens
-    from rlvr.rollout.vllm_vision import Suppression, collapse_placeholders, vllm_image_prompt
+    from rlvr.engines.vllm_vision import Suppression, collapse_placeholders, vllm_image_prompt
 
     model, tok = vlm
     vp = vision_of(tok)

@@ -16,8 +16,8 @@ from rlvr.core.types import Completion, Example, GenerationRequest, SamplingPara
 from rlvr.models import ModelConfig, completion_logprobs, load_model
 from rlvr.models.checks import ModelDirError
 from rlvr.models.vision import ImageError, suppressed_tokens, vision_forward_kwargs, vision_of
-from rlvr.rollout.base import encode_example, example_length
-from rlvr.rollout.hf import HFEngine
+from rlvr.models.prompts import encode_example, example_length
+from rlvr.engines.hf import HFEngine
 
 from tests.vlm_tiny import img, save_family
 
@@ -285,7 +285,7 @@ def test_a_llava_with_an_unknown_vision_tower_is_refused(tmp_path):
 
 
 def test_vllm_refuses_other_families_at_set_up(loaded):
-    from rlvr.rollout.vllm_engine import VLLMEngine, VLLMUnavailable
+    from rlvr.engines.vllm import VLLMEngine, VLLMUnavailable
 
     case, model, tok = loaded
     if case == "qwen2_5_vl":

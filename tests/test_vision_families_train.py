@@ -10,10 +10,10 @@ import shutil
 import pytest
 from safetensors.torch import load_file
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.models import ModelConfig, load_model
 from rlvr.models.vision import vision_of
-from rlvr.train.run import resume, train
+from rlvr.run.train import resume, train
 
 from tests.vlm_tiny import img, save_family
 
@@ -77,7 +77,7 @@ def test_a_local_vlm_directory_trains_on_jsonl_image_paths_and_resumes_exactly(f
 
 @pytest.mark.parametrize("family", ["llava", "gemma3", "idefics3", "qwen3_vl", "internvl", "paligemma"])
 def test_lora_on_each_family_keeps_adapters_and_exports_a_merged_vlm(family, tmp_path):
-    from rlvr.train.export import export_model
+    from rlvr.run.export import export_model
 
     over = _user_run(family, tmp_path, ["sft.steps=0", "train.steps=2", "train.checkpoint_every=2",
                                         "model.lora.rank=4"])

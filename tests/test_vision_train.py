@@ -7,12 +7,12 @@ import shutil
 import pytest
 from safetensors.torch import load_file
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.models import ModelConfig, TinyModelConfig, load_model
 from rlvr.models.vision import save_tokenizer, vision_of
 from rlvr.tasks.shapes import ShapesParams, shapes_task
-from rlvr.train.preflight import SetupError
-from rlvr.train.run import resume, train
+from rlvr.run.preflight import SetupError
+from rlvr.run.train import resume, train
 
 TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "model.tiny.num_layers=1",
         "model.tiny.arch=qwen2_vl", "model.tiny.vision.depth=1", "model.tiny.vision.embed_dim=32"]
@@ -84,7 +84,7 @@ def test_image_prompts_are_refused_where_they_cannot_go(tmp_path, extra, lacking
 
 
 def test_lora_on_the_vlm_keeps_adapters_and_exports_a_merged_vlm(tmp_path):
-    from rlvr.train.export import export_model
+    from rlvr.run.export import export_model
 
     over = TINY + [f"out={tmp_path / 'run'}", "task.name=shapes", "task.num_train=16", "task.num_eval=4",
                    "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=2", "sft.steps=1",

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.tasks.vla_scenes import PALETTE, VLAScenesParams, vla_scenes_task
 from rlvr.verifiers import build_verifier
 
@@ -145,7 +145,7 @@ TINY = ["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64", "model.t
 
 
 def test_the_recipe_trains_the_tiny_vlm_one_step(tmp_path):
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     over = TINY + [f"out={tmp_path / 'run'}", "task.name=vla_scenes", "task.num_train=16", "task.num_eval=4",
                    "rollout.prompts_per_step=2", "rollout.max_new_tokens=8", "algorithm.minibatches=2",

@@ -13,14 +13,14 @@ import torch
 
 pytest.importorskip("vllm")
 
-from rlvr.config import load_config  # noqa: E402
+from rlvr.config.run import load_config  # noqa: E402
 from rlvr.core.batch import build_batch  # noqa: E402
 from rlvr.core.types import Example, GenerationRequest, SamplingParams  # noqa: E402
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs  # noqa: E402
-from rlvr.rollout import ENGINES, HFEngine  # noqa: E402
-from rlvr.rollout.vllm_config import VLLMConfig  # noqa: E402
-from rlvr.rollout.vllm_engine import VLLMEngine, logprobs_mode  # noqa: E402
-from rlvr.train.run import train  # noqa: E402
+from rlvr.engines import ENGINES, HFEngine  # noqa: E402
+from rlvr.engines.vllm_config import VLLMConfig  # noqa: E402
+from rlvr.engines.vllm import VLLMEngine, logprobs_mode  # noqa: E402
+from rlvr.run.train import train  # noqa: E402
 from tests.test_native_engine import _exact_two_token_probs  # noqa: E402
 
 pytestmark = pytest.mark.vllm
@@ -256,11 +256,11 @@ def _user_env() -> dict:
 def test_parameter_noise_reaches_the_engine_and_leaves_it_clean():
     """PSN-RLVR perturbs the trainer's module; vllm holds its own copy, so the noisy weights are pushed for
     the call and the clean ones after it."""
-    from rlvr.rollout.param_noise import ParamNoiseConfig, ParamNoiseEngine
+    from rlvr.rollout.param_noise import ParamNoiseConfig, ParamNoiseWrapper
 
     model = chaotic_model(seed=2)
     engine = VLLMEngine(model, TOK)
-    noisy = ParamNoiseEngine(engine, model, ParamNoiseConfig(sigma=0.05))
+    noisy = ParamNoiseWrapper(engine, model, ParamNoiseConfig(sigma=0.05))
     s = SamplingParams(1.0, max_new_tokens=8, seed=4)
     out = noisy.generate(REQS, s)
     lp, batch = trainer_logprobs(model, out, 1.0)  # the clean weights are back in the trainer
@@ -273,10 +273,10 @@ def test_parameter_noise_reaches_the_engine_and_leaves_it_clean():
 def test_multi_turn_episodes_through_vllm_are_token_in_token_out(model):
     """Two-turn episodes over the vllm engine: every later turn is a prefix request, observations are
     inserted and masked, and the sampled spans' behaviour log-probs are the trainer's."""
-    from rlvr.envs import MultiTurnEngine
+    from rlvr.envs import MultiTurnWrapper
     from tests.test_multiturn import Countdown, _examples
 
-    drv = MultiTurnEngine(VLLMEngine(model, TOK), TOK, Countdown, max_turns=3)
+    drv = MultiTurnWrapper(VLLMEngine(model, TOK), TOK, Countdown, max_turns=3)
     out = drv.generate([GenerationRequest(ex, 2) for ex in _examples(2, 1)],
                        SamplingParams(temperature=0.8, max_new_tokens=5, seed=2))
     assert [c.turns for c in out] == [2, 2, 1, 1]
@@ -377,7 +377,7 @@ def _vlm_mismatch(model, tok, out, temperature):
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
 def test_image_prompts_carry_rlvrs_ids_and_images_and_the_trainers_logprobs(vlm, temperature):
-    from rlvr.rollout.base import encode_example
+    from rlvr.models.prompts import encode_example
 
     model, tok, engine = vlm
     reqs = _vlm_requests()

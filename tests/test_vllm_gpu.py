@@ -7,8 +7,8 @@ import torch
 pytest.importorskip("vllm")
 
 from rlvr.core.types import SamplingParams  # noqa: E402
-from rlvr.rollout.vllm_config import VLLMConfig  # noqa: E402
-from rlvr.rollout.vllm_engine import VLLMEngine  # noqa: E402
+from rlvr.engines.vllm_config import VLLMConfig  # noqa: E402
+from rlvr.engines.vllm import VLLMEngine  # noqa: E402
 from tests.test_vllm_engine import REQS, TOK, chaotic_model, trainer_logprobs  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.vllm]

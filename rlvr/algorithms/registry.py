@@ -80,7 +80,7 @@ EXTRAS = {
                   "state such as tb's learned log Z table; no model pass)",
 }
 # Behaviour a component asks of the trainer, declared with ``traits=`` at registration (not tensors: those
-# are ``needs``). rlvr.config.algorithm_traits resolves them for config checks and the update alike.
+# are ``needs``). rlvr.config.run.algorithm_traits resolves them for config checks and the update alike.
 TRAITS = {
     "whole_groups": "minibatches and micro-batches keep each group whole",
     "clip_rule": "the objective clips a ratio through ObjectiveInputs.ratio_bounds (so clip rules apply)",
@@ -328,7 +328,7 @@ class GroupFilterInputs:
     n_groups: int
 
 
-# Step features the config's flags turn on (rlvr.train.features), called through the same seams as the rest:
+# Step features the config's flags turn on (rlvr.train.config_flags), called through the same seams as the rest:
 REWARD_SHAPERS: Registry[Callable[..., torch.Tensor]] = Registry("reward shaper")  # -> [N] added to rewards
 MASK_TRANSFORMS: Registry[Callable[..., torch.Tensor]] = Registry("mask transform")  # -> [N, T] new mask
 GROUP_FILTERS: Registry[Callable[..., list[int]]] = Registry("group filter")  # -> indices of kept groups

@@ -2,7 +2,7 @@
 merge.
 
 Start-up is kept fast: this module imports only typer and rich, and each command imports what it needs
-(torch, transformers and the component registries come with ``rlvr.config``), so ``rlvr --help``,
+(torch, transformers and the component registries come with ``rlvr.config.run``), so ``rlvr --help``,
 ``rlvr CMD --help``, ``rlvr recipes`` and ``rlvr defab ...`` load no model libraries
 (tests/test_cli_startup.py holds this).
 """
@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from rlvr.config import RunConfig
+    from rlvr.config.run import RunConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
                   help="rlvr: reinforcement learning from verifiable rewards.")
@@ -58,7 +58,7 @@ def _quiet_libraries() -> None:
 
 def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path] = None,
             seed: Optional[int] = None, recipe: Optional[str] = None) -> RunConfig:
-    from rlvr.config import ConfigError, load_config
+    from rlvr.config.run import ConfigError, load_config
 
     overrides = list(sets or [])
     if out is not None:
@@ -75,10 +75,10 @@ def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Pat
 def _setup_errors() -> tuple[type[Exception], ...]:
     """Errors that mean the run cannot start as set up: printed as one message, exit code 2."""
     from rlvr.models.checks import ModelDirError
-    from rlvr.train.preflight import SetupError
+    from rlvr.run.preflight import SetupError
     from rlvr.models.lora import LoRAError
-    from rlvr.train.distributed import DistributedSetupError
-    from rlvr.train.prompt_limits import PromptLimitError
+    from rlvr.distributed.world import DistributedSetupError
+    from rlvr.run.prompt_limits import PromptLimitError
 
     return SetupError, ModelDirError, PromptLimitError, DistributedSetupError, LoRAError
 
@@ -86,7 +86,7 @@ def _setup_errors() -> tuple[type[Exception], ...]:
 def _run_errors() -> tuple[type[Exception], ...]:
     """Errors that stop a run that has started (the message says what was saved): exit code 1."""
     from rlvr.tasks.scoring import ScoringError
-    from rlvr.train.rundir import RunDirBusy
+    from rlvr.run.rundir import RunDirBusy
 
     return ScoringError, RunDirBusy
 
@@ -106,16 +106,16 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
         from rlvr.cli.launch import launch_torchrun
 
         raise typer.Exit(launch_torchrun(nproc))
-    from rlvr.config import ConfigError
+    from rlvr.config.run import ConfigError
     from rlvr.tasks.dataset import DataError
-    from rlvr.train.run import resume as resume_run, train as train_run
+    from rlvr.run.train import resume as resume_run, train as train_run
     from rlvr.train.update import NonFiniteError
 
     _quiet_libraries()
     if launcher not in ("local", "ray"):
         _fail(f"--launcher {launcher}: choose local or ray", 2)
     if launcher == "ray":
-        from rlvr.train.ray_launch import ray_resume as resume_run, ray_train as train_run  # noqa: F811
+        from rlvr.distributed.ray_launch import ray_resume as resume_run, ray_train as train_run  # noqa: F811
     try:
         if resume is not None:
             if config is not None or out is not None or recipe is not None:
@@ -168,7 +168,7 @@ def _print_summary(summary: dict) -> None:
 @app.command()
 def sft(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, seed: SeedOpt = None):
     """Supervised fine-tuning on the task's reference answers; saves a model directory to OUT/model."""
-    from rlvr.train.run import run_sft
+    from rlvr.run.train import run_sft
 
     _quiet_libraries()
     cfg = _config(config, set_, out, seed)
@@ -202,8 +202,8 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
     from datetime import datetime
 
     from rlvr.eval.output import eval_table, write_eval
-    from rlvr.train.logging import ProgressDisplay
-    from rlvr.train.run import eval_model
+    from rlvr.run.logging import ProgressDisplay
+    from rlvr.run.train import eval_model
 
     _quiet_libraries()
     sets = list(set_ or []) + [f"eval.{k}={v}" for k, v in
@@ -258,7 +258,7 @@ def compare(out: Annotated[Path, typer.Option("--out", "-o", help="comparison di
     """
     from rlvr.compare import CompareError, make_variants, run_compare, write_report
     from rlvr.compare.runner import check_budgets, variant_config
-    from rlvr.config import ConfigError
+    from rlvr.config.run import ConfigError
 
     _quiet_libraries()
     try:
@@ -305,7 +305,7 @@ def _print_comparison(results: dict) -> None:
 @app.command()
 def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comparison's --out directory)")]):
     """Regenerate a run's plot.png, summary.json and report.html (or a comparison's report) from its files."""
-    from rlvr.config import ConfigError
+    from rlvr.config.run import ConfigError
     from rlvr.report import report_run
 
     try:
@@ -328,7 +328,7 @@ def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comp
 def export(path: Annotated[Path, typer.Argument(help="a run directory, a checkpoint, or a checkpoint's model/")],
            merged: Annotated[Path, typer.Option("--merged", help="output model directory (LoRA adapters merged)")]):
     """Write a run's model as a plain Hugging Face model directory (a LoRA adapter merged into its base)."""
-    from rlvr.train.export import export_model
+    from rlvr.run.export import export_model
 
     try:
         out = export_model(path, merged)
@@ -349,7 +349,7 @@ def verify(file: Annotated[Path, typer.Argument(help="JSONL of {task, answer, co
     out = out or file.with_suffix(".scores.jsonl")
     bar = None
     try:
-        from rlvr.train.logging import ProgressDisplay
+        from rlvr.run.logging import ProgressDisplay
 
         total = sum(1 for _ in file.open("rb")) if file.is_file() else 0
         bar = ProgressDisplay("verify", total, every=max(1, total // 10))
@@ -365,7 +365,7 @@ def verify(file: Annotated[Path, typer.Argument(help="JSONL of {task, answer, co
 @app.command()
 def recipes():
     """List the method recipes usable with `rlvr train --recipe NAME`."""
-    from rlvr.recipes import list_recipes
+    from rlvr.config.recipes import list_recipes
 
     t = Table(title="recipes")
     t.add_column("name", style="bold")
@@ -385,7 +385,7 @@ def show_config(config: ConfigOpt = None, set_: SetOpt = None, recipe: RecipeOpt
 
         sys.stdout.write(config_reference())
         return
-    from rlvr.config import dump_config
+    from rlvr.config.run import dump_config
 
     sys.stdout.write(dump_config(_config(config, set_, recipe=recipe)))
 

@@ -128,7 +128,7 @@ def merge(a: Annotated[Path, typer.Argument(help="model directory A (alpha = 0),
     import os
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from rlvr.datapipe.merge import MergeError, merge_models
+    from rlvr.sft.merge import MergeError, merge_models
 
     try:
         info = merge_models(a, b, alpha, out)

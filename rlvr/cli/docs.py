@@ -18,10 +18,10 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
                                      KL_ESTIMATORS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.optim import OPTIMIZERS
 from rlvr.sampling import ALLOCATORS, SAMPLERS
-from rlvr.config import Component, RunConfig
+from rlvr.config.run import Component, RunConfig
 from rlvr.registry import Registry
-from rlvr.rollout.base import ENGINES
-from rlvr.rollout.strategies import ROLLOUT_STRATEGIES
+from rlvr.engines.base import ENGINES
+from rlvr.rollout.strategies.base import ROLLOUT_STRATEGIES
 from rlvr.tasks.base import TASKS
 
 __all__ = ["config_reference"]

@@ -42,7 +42,7 @@ class RunData:
 
 def load_run(run_dir: Path, seed: int, steps: int) -> RunData | None:
     """A run's files, or None when it has not started."""
-    from rlvr.train.logging import read_metrics
+    from rlvr.run.logging import read_metrics
 
     if not (run_dir / "metrics.jsonl").is_file():
         return None

@@ -1,7 +1,7 @@
 """``rlvr compare``: several methods x several seeds on one task with the same rollout budget, resumable.
 
 Every (variant, seed) is an ordinary run directory, ``OUT/runs/<variant>/seed<k>``, made by
-:func:`rlvr.train.run.train` and continued by :func:`rlvr.train.run.resume`. Rerunning the same command
+:func:`rlvr.run.train.train` and continued by :func:`rlvr.run.train.resume`. Rerunning the same command
 skips finished runs, resumes interrupted ones from their newest checkpoint, and starts the rest, so a
 comparison stopped with Ctrl-C continues where it stopped. ``OUT/compare.json`` records the plan; a
 different plan in the same directory is refused rather than mixed in.
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from rlvr.compare.report import write_report
 from rlvr.compare.variants import CompareError, Variant, make_variants, rollout_budget, run_dir_of, variant_config
-from rlvr.config import RunConfig, load_config
+from rlvr.config.run import RunConfig, load_config
 
 __all__ = ["Variant", "make_variants", "variant_config", "rollout_budget", "check_budgets", "run_status",
            "run_compare", "run_dir_of", "CompareError"]
@@ -54,7 +54,7 @@ def _comparable(cfg: RunConfig) -> dict[str, Any]:
 
 def run_status(run_dir: Path, cfg: RunConfig) -> str:
     """``done``, ``resume`` (a checkpoint exists) or ``fresh``; refuses a run directory with another config."""
-    from rlvr.train.checkpoint import latest_checkpoint
+    from rlvr.run.checkpoint import latest_checkpoint
 
     if not (run_dir / "config.yaml").is_file():
         return "fresh"
@@ -99,7 +99,7 @@ def run_compare(variants: list[Variant], seeds: list[int], out: str | Path, base
     as far as possible. ``on_event(kind, variant, seed, run_dir)`` is called with ``skip``, ``resume``,
     ``start`` and ``done``.
     """
-    from rlvr.train.run import resume, train
+    from rlvr.run.train import resume, train
 
     out = Path(out)
     if not seeds:

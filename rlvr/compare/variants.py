@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr.config import RunConfig, load_config
+from rlvr.config.run import RunConfig, load_config
 
 __all__ = ["CompareError", "Variant", "make_variants", "run_dir_of", "variant_config", "rollout_budget"]
 

@@ -41,7 +41,7 @@ class RolloutBatch:
     context: "RolloutBatch | None" = None  # the same rows after their plain prompts (rollout.contexts)
     vision: BatchVision | None = None  # the rows' images (vision-language prompts)
     # off-policy preference-pair rows of the loss terms with the pair_batch trait, by term index
-    # (rlvr.rollout.preference_pairs.PairRows): a step-level input, the same in every minibatch and micro-batch
+    # (rlvr.tasks.preference_pairs.PairRows): a step-level input, the same in every minibatch and micro-batch
     pairs: dict | None = None
 
     @property

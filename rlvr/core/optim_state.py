@@ -1,6 +1,6 @@
 """An optimizer's state as safetensors-ready tensors plus JSON (no pickle), and back.
 
-Checkpoints (:mod:`rlvr.train.checkpoint`) write optimizer state with these: every tensor of
+Checkpoints (:mod:`rlvr.run.checkpoint`) write optimizer state with these: every tensor of
 ``state_dict()["state"]`` under ``state.<param id>.<key>``, the scalars and the param groups in the JSON meta.
 The models trained beside the policy (the critic, PROPA's process reward model, PRISM's discriminator) save
 and load their weights and optimizer through :func:`save_trained` / :func:`load_trained`.

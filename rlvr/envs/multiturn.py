@@ -1,6 +1,6 @@
 """The multi-turn rollout driver: policy turn, environment step, next policy turn, for a batch of episodes.
 
-:class:`MultiTurnEngine` wraps any engine and keeps its contract (``generate(requests, sampling)`` ->
+:class:`MultiTurnWrapper` wraps any engine and keeps its contract (``generate(requests, sampling)`` ->
 ``sum(n)`` completions, completion ``k`` of request ``i`` with ``group == i``), so the loop, scoring and
 training see ordinary completions. Each completion is one whole episode (:class:`EpisodeCompletion`)::
 
@@ -57,9 +57,9 @@ from typing import Any, Callable, Sequence
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams, Segment
 from rlvr.envs.base import Environment, Step, episode_seed
 from rlvr.envs.render import ObservationRenderer
-from rlvr.rollout.base import encode_prompt
+from rlvr.models.prompts import encode_prompt
 
-__all__ = ["EpisodeCompletion", "MultiTurnEngine", "EnvTimeout", "env_scores", "scored_example"]
+__all__ = ["EpisodeCompletion", "MultiTurnWrapper", "EnvTimeout", "env_scores", "scored_example"]
 
 
 @dataclass
@@ -142,7 +142,7 @@ class _Episode:
         self.error, self.done = reason, True
 
 
-class MultiTurnEngine:
+class MultiTurnWrapper:
     """Wraps an engine; every completion is an episode of ``env_factory()`` environments."""
 
     name = "multiturn"

@@ -8,6 +8,8 @@ and 8k tokens per micro-batch is the difference between ~5 GB and ~0.6 GB per ch
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
@@ -19,7 +21,7 @@ from rlvr.models.vision import SUPPRESSED_LOGIT, own_positions, position_offset,
     vision_forward_kwargs
 
 __all__ = ["completion_logprobs", "token_logprobs_from_hidden", "CompletionLogprobs", "trunk_hidden", "forward_inputs",
-           "output_head", "SUPPRESSED_LOGIT", "logit_softcap", "capped"]
+           "output_head", "SUPPRESSED_LOGIT", "logit_softcap", "capped", "batch_logprobs", "autocast_to", "pass_args"]
 
 
 class _SuppressingHead(torch.nn.Module):
@@ -165,3 +167,34 @@ class CompletionLogprobs(torch.nn.Module):
         if not also:
             return main
         return (*main, tuple(completion_logprobs(self.model, b, temperature, chunk_tokens)[0] for b in also))
+
+
+def autocast_to(dtype: str | None, device: torch.device):
+    """``torch.autocast`` to ``dtype`` (``"bfloat16"``) for a forward on ``device`` (the weights stay in their
+    own dtype); a no-op context for ``None``."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=getattr(torch, dtype))
+
+
+@torch.no_grad()
+def batch_logprobs(model, batch: RolloutBatch, temperature: float, chunk_tokens: int, micro_batch_size: int,
+                   micro_batch_tokens: int | None = None, autocast: str | None = None) -> torch.Tensor:
+    """Log-probs ``[N, T]`` of the whole batch under ``model``, micro-batch by micro-batch (at most
+    ``micro_batch_size`` rows and ``micro_batch_tokens`` padded tokens each), without gradients."""
+    out = torch.zeros_like(batch.completion_mask)
+    for idx in batch.micro_batch_rows(micro_batch_size, max_tokens=micro_batch_tokens):
+        micro = batch.select(idx).trim()
+        with autocast_to(autocast, micro.input_ids.device):
+            lp, _ = completion_logprobs(model, micro, temperature, chunk_tokens)
+        out[idx, : lp.shape[1]] = lp.float()
+    return out
+
+
+def pass_args(settings) -> dict:
+    """:func:`batch_logprobs`' keyword arguments from a settings object with ``temperature``, ``chunk_tokens``,
+    ``micro_batch_size`` and optionally ``micro_batch_tokens`` and ``autocast``."""
+    return {"temperature": settings.temperature, "chunk_tokens": settings.chunk_tokens,
+            "micro_batch_size": settings.micro_batch_size,
+            "micro_batch_tokens": getattr(settings, "micro_batch_tokens", None),
+            "autocast": getattr(settings, "autocast", None)}

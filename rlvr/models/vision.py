@@ -1,12 +1,12 @@
 """Vision-language models: image prompts encoded per VLM family, and what every forward over images needs.
 
-rlvr encodes image prompts itself (:mod:`rlvr.models.vlm_base`: render, process, expand, tokenize), with one
+rlvr encodes image prompts itself (:mod:`rlvr.models.vlm.base`: render, process, expand, tokenize), with one
 encoder per family, registered by the ``model_type`` of the model's ``config.json``:
 
-- ``qwen2_vl``, ``qwen2_5_vl``, ``qwen3_vl``, ``qwen3_vl_moe`` (:mod:`rlvr.models.vlm_qwen`): patches and
+- ``qwen2_vl``, ``qwen2_5_vl``, ``qwen3_vl``, ``qwen3_vl_moe`` (:mod:`rlvr.models.vlm.qwen`): patches and
   grids, M-RoPE positions;
-- ``llava``, ``llava_next``, ``gemma3``, ``idefics3``, ``smolvlm`` (:mod:`rlvr.models.vlm_families`);
-- ``internvl``, ``llava_onevision``, ``paligemma`` (:mod:`rlvr.models.vlm_more`; PaliGemma's prompt is a
+- ``llava``, ``llava_next``, ``gemma3``, ``idefics3``, ``smolvlm`` (:mod:`rlvr.models.vlm.llava_gemma_idefics`);
+- ``internvl``, ``llava_onevision``, ``paligemma`` (:mod:`rlvr.models.vlm.internvl_paligemma`; PaliGemma's prompt is a
   bidirectional prefix, marked by token types in every forward, and its positions count from 1).
 
 Any other VLM directory is refused at load, naming these (:data:`SUPPORTED_VLMS`).
@@ -23,14 +23,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr.lazy import torch
-from rlvr.models import vlm_families, vlm_more, vlm_qwen
-from rlvr.models.vlm_base import FAMILIES, IMAGE_MARKER, ImageError, VisionProcessor, image_size, load_image
+from rlvr.models.vlm import internvl_paligemma, llava_gemma_idefics, qwen
+from rlvr.models.vlm.base import FAMILIES, IMAGE_MARKER, ImageError, VisionProcessor, image_size, load_image
 
 __all__ = ["VisionProcessor", "ImageError", "attach_vision", "vision_of", "save_tokenizer", "load_image",
            "image_size", "SUPPORTED_VLMS", "image_token_id", "vision_forward_kwargs", "suppressed_tokens",
            "SUPPRESSED_LOGIT", "IMAGE_MARKER", "bind_vision", "own_positions", "family_of", "position_offset"]
 
-_ = (vlm_qwen, vlm_families, vlm_more)  # imported for their registrations
+_ = (qwen, llava_gemma_idefics, internvl_paligemma)  # imported for their registrations
 SUPPORTED_VLMS = tuple(sorted(FAMILIES))
 SUPPRESSED_LOGIT = -1e9  # finite, so 0 * log p stays 0 in entropies; exp() of it is 0 in float32 and bfloat16
 _ATTR = "_rlvr_vision"

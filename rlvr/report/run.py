@@ -15,8 +15,8 @@ from typing import Any
 from rlvr.eval.output import ordered_metrics
 from rlvr.report.html import fmt, fmt_ci, page, section, table
 from rlvr.report.svg import Series, line_chart
-from rlvr.train.logging import read_metrics
-from rlvr.train.plot import accuracy_label, eval_series, plot_run
+from rlvr.run.logging import read_metrics
+from rlvr.run.plot import accuracy_label, eval_series, plot_run
 
 __all__ = ["report_run", "load_evals", "step_tokens", "run_tokens", "eval_rows"]
 
@@ -103,7 +103,7 @@ def _html(run_dir: Path, cfg, metrics, evals, summary) -> str:
 
 def report_run(run_dir: str | Path) -> dict[str, Any]:
     """Regenerate ``plot.png``, ``summary.json`` and ``report.html`` of a run directory; returns the summary."""
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "metrics.jsonl").is_file():

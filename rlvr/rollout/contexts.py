@@ -42,10 +42,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
-from rlvr.rollout.base import encode_prompt, rewrite_prompt
+from rlvr.models.prompts import encode_prompt, rewrite_prompt
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
-__all__ = ["ContextsConfig", "ContextCompletion", "ContextEngine", "context_rows", "context_examples", "draw_counts",
+__all__ = ["ContextsConfig", "ContextCompletion", "ContextsWrapper", "context_rows", "context_examples", "draw_counts",
            "build_contexts"]
 
 TEMPLATE = ("{prompt}\n\nExploration condition: use the following strategy as your primary approach, even if "
@@ -103,7 +103,7 @@ def context_rows(completions: Sequence[Completion], mask: torch.Tensor) -> torch
     return ids[:, None].to(mask.device) * (mask > 0).to(mask.dtype)
 
 
-class ContextEngine:
+class ContextsWrapper:
     """Wraps an engine; splits each request's completions over the example's contexts."""
 
     name = "contexts"
@@ -194,7 +194,7 @@ class ContextEngine:
 
 
 @ENGINE_WRAPPERS.register("contexts", order=250)
-def build_contexts(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> ContextEngine | None:
+def build_contexts(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> ContextsWrapper | None:
     """NudgeRL's strategy contexts for ``rollout.contexts.num_contexts`` > 0 (outermost)."""
     c = rollout_cfg.contexts
-    return ContextEngine(engine, tokenizer, c, chat_template) if c.num_contexts > 0 else None
+    return ContextsWrapper(engine, tokenizer, c, chat_template) if c.num_contexts > 0 else None

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlvr.core.types import Example
-from rlvr.rollout.base import rewrite_prompt
+from rlvr.models.prompts import rewrite_prompt
 
 __all__ = ["DemoPool", "question_text", "load_demos", "icl_example"]
 

@@ -26,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
-from rlvr.rollout.base import encode_prompt, rewrite_prompt
+from rlvr.models.prompts import encode_prompt, rewrite_prompt
 from rlvr.rollout.demos import DemoPool, icl_example
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
-__all__ = ["GuidanceConfig", "GuidedCompletion", "GuidedEngine", "guided_rows", "guided_count", "guided_example",
+__all__ = ["GuidanceConfig", "GuidedCompletion", "GuidanceWrapper", "guided_rows", "guided_count", "guided_example",
            "build_guidance"]
 
 
@@ -77,7 +77,7 @@ def guided_rows(completions: Sequence[Completion], mask: torch.Tensor) -> torch.
     return flags[:, None].to(mask.device) * (mask > 0).to(mask.dtype)
 
 
-class GuidedEngine:
+class GuidanceWrapper:
     """Wraps an engine; ``fraction`` of each request's completions see ``prompt + hint``."""
 
     name = "guidance"
@@ -137,7 +137,7 @@ class GuidedEngine:
 
 
 @ENGINE_WRAPPERS.register("guidance", order=100)
-def build_guidance(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> GuidedEngine | None:
+def build_guidance(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> GuidanceWrapper | None:
     """Guided prompts for ``rollout.guidance.fraction`` of each group (inside parameter noise)."""
     g = rollout_cfg.guidance
-    return GuidedEngine(engine, tokenizer, g.fraction, g.hint, chat_template, g) if g.fraction > 0 else None
+    return GuidanceWrapper(engine, tokenizer, g.fraction, g.hint, chat_template, g) if g.fraction > 0 else None

@@ -39,7 +39,7 @@ from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.lazy import no_grad, torch
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, base_engine
 
-__all__ = ["ParamNoiseConfig", "ParamNoiseEngine", "NoiseSchedule", "perturbed", "diversity", "certainty", "build_param_noise"]
+__all__ = ["ParamNoiseConfig", "ParamNoiseWrapper", "NoiseSchedule", "perturbed", "diversity", "certainty", "build_param_noise"]
 
 
 class ParamNoiseConfig(BaseModel):
@@ -131,7 +131,7 @@ class perturbed:
         return False
 
 
-class ParamNoiseEngine:
+class ParamNoiseWrapper:
     """Wraps an engine sharing ``model``: each ``generate`` runs under freshly drawn parameter noise."""
 
     name = "param_noise"
@@ -171,7 +171,7 @@ class ParamNoiseEngine:
 
 @ENGINE_WRAPPERS.register("param_noise", order=200)
 def build_param_noise(engine: Any, model, tokenizer, rollout_cfg,
-                      chat_template: bool = False) -> ParamNoiseEngine | None:
+                      chat_template: bool = False) -> ParamNoiseWrapper | None:
     """Parameter-space noise on every generation call when ``rollout.param_noise.sigma`` > 0 (outermost)."""
     pn = rollout_cfg.param_noise
     if pn.sigma <= 0:
@@ -180,4 +180,4 @@ def build_param_noise(engine: Any, model, tokenizer, rollout_cfg,
         raise ValueError("rollout.param_noise perturbs the trainer's module in place, so it needs an engine "
                          f"that generates with it or syncs from it (hf, native, vllm); {rollout_cfg.engine!r} "
                          "does neither")
-    return ParamNoiseEngine(engine, model, pn)
+    return ParamNoiseWrapper(engine, model, pn)

@@ -30,10 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
-from rlvr.rollout.base import rewrite_prompt
+from rlvr.models.prompts import rewrite_prompt
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
-__all__ = ["ScaffoldConfig", "ScaffoldCompletion", "ScaffoldEngine", "scaffold_of", "scaffold_credit",
+__all__ = ["ScaffoldConfig", "ScaffoldCompletion", "ScaffoldWrapper", "scaffold_of", "scaffold_credit",
            "credit_rows", "build_scaffold"]
 
 TEMPLATE = "{prompt}\n\nWork through these sub-questions first:\n{steps}\n"
@@ -88,7 +88,7 @@ def credit_rows(completions: Sequence[Completion]) -> torch.Tensor:
                          for c in completions])
 
 
-class ScaffoldEngine:
+class ScaffoldWrapper:
     """Wraps an engine; prompts of problems the model fails get their first ``depth`` sub-questions."""
 
     name = "scaffold"
@@ -163,7 +163,7 @@ class ScaffoldEngine:
 
 
 @ENGINE_WRAPPERS.register("scaffold", order=90)
-def build_scaffold(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> ScaffoldEngine | None:
+def build_scaffold(engine: Any, model, tokenizer, rollout_cfg, chat_template: bool = False) -> ScaffoldWrapper | None:
     """SCOPE-RL's scaffolds for ``rollout.scaffold.enabled`` (inside guidance, outside rollout strategies)."""
     s = rollout_cfg.scaffold
-    return ScaffoldEngine(engine, s) if s.enabled else None
+    return ScaffoldWrapper(engine, s) if s.enabled else None

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from rlvr.config_errors import format_params_error
+from rlvr.config.errors import format_params_error
 from rlvr.core.types import Example
 from rlvr.registry import Params, RegistryError
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.config import RunConfig, configured_components
+from rlvr.config.run import RunConfig, configured_components
 from rlvr.core.state import DictState  # re-exported: components build their state with it
 
 __all__ = ["AlgorithmState", "DictState"]

@@ -13,10 +13,10 @@ prompt + hint + completion; ``teacher_kl`` a policy forward over each of prompt 
 prompt + hint + completion, keeping full-vocabulary logits per chunk; ``segment_end`` decodes each distinct
 completion token once (no model pass); ``belief_progress`` / ``belief_segment`` (together) one no-grad
 forward per segment boundary of each completion, prompt + prefix + suffix + gold answer
-(:mod:`rlvr.train.beliefs`); ``values`` / ``values_std`` (together) one no-grad forward of the critic
-(:mod:`rlvr.train.critic`); ``disc_perception`` / ``disc_reasoning`` / ``disc_format`` (together) one no-grad
-forward of the discriminator per expert (:mod:`rlvr.train.discriminator`); ``vision_similarity`` one no-grad policy forward keeping every layer's
-hidden states (:mod:`rlvr.train.vision_extras`).
+(:mod:`rlvr.passes.belief`); ``values`` / ``values_std`` (together) one no-grad forward of the critic
+(:mod:`rlvr.learners.critic`); ``disc_perception`` / ``disc_reasoning`` / ``disc_format`` (together) one no-grad
+forward of the discriminator per expert (:mod:`rlvr.learners.discriminator`); ``vision_similarity`` one no-grad policy forward keeping every layer's
+hidden states (:mod:`rlvr.passes.perception`).
 
 Logits are those the log-probs use: after the model's final-logit soft-capping when it has one (Gemma 2),
 divided by the training temperature (``algorithm.train_temperature``, default the rollout temperature) for
@@ -37,7 +37,8 @@ import torch
 from rlvr.algorithms.registry import EXTRAS
 from rlvr.core.batch import RolloutBatch, build_batch
 from rlvr.core.types import Completion, Example
-from rlvr.models.logprobs import capped, logit_softcap, output_head, trunk_hidden
+from rlvr.models import logprobs
+from rlvr.models.logprobs import capped, logit_softcap, output_head, pass_args, trunk_hidden
 
 __all__ = ["compute_extras", "token_statistics", "teacher_completions", "rejected_answer", "segment_ends",
            "SEGMENT_DELIMITERS"]
@@ -215,7 +216,6 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
 
     This is the one producer of extra tensors in a step: the loop calls it once, with every need of the
     step (:func:`rlvr.train.loop.step_needs`), and nothing else computes log-probs outside the update."""
-    from rlvr.train.update import batch_logprobs
 
     unknown = needs - set(EXTRAS)
     if unknown:
@@ -230,43 +230,43 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
         out.update(stats)
         wanted = []
     elif "old_logp" in needs:
-        out["old_logp"] = batch_logprobs(c.model, dev, s).cpu()
+        out["old_logp"] = logprobs.batch_logprobs(c.model, dev, **pass_args(s)).cpu()
     if "ref_logp" in needs:
         if c.ref_model is None:
             raise ValueError("a component needs reference log-probs but no reference model is loaded")
-        out["ref_logp"] = batch_logprobs(c.ref_model, dev, s).cpu()
+        out["ref_logp"] = logprobs.batch_logprobs(c.ref_model, dev, **pass_args(s)).cpu()
     if wanted:
         out.update(token_statistics(c.model, dev, s.temperature, s.micro_batch_size, s.chunk_tokens, wanted,
                                     getattr(s, "micro_batch_tokens", None), getattr(s, "autocast", None)))
     if "segment_end" in needs:
         out["segment_end"] = segment_ends(batch, c.tokenizer)
     if "belief_progress" in needs or "belief_segment" in needs:  # K + 1 probe forwards per completion
-        from rlvr.config_sections import BeliefConfig
-        from rlvr.train.beliefs import belief_extras
+        from rlvr.config.sections import BeliefConfig
+        from rlvr.passes.belief import belief_extras
 
         b = belief or BeliefConfig()
         ends = out["segment_end"] if "segment_end" in out else segment_ends(batch, c.tokenizer)
         out.update(belief_extras(c.model, dev, ends, completions, examples, c.tokenizer, s, b.suffix,
                                  b.max_segments))
     if "vision_similarity" in needs:  # one no-grad forward with every layer's hidden states (PEPO)
-        from rlvr.train.vision_extras import vision_similarity
+        from rlvr.passes.perception import vision_similarity
 
         out["vision_similarity"] = vision_similarity(c.model, dev, s.micro_batch_size)
     if "context_index" in needs:  # set by the contexts engine wrapper (no model pass)
         from rlvr.rollout.contexts import context_rows
 
         out["context_index"] = context_rows(completions, batch.completion_mask)
-    if needs & {"values", "values_std"}:  # one no-grad forward of the critic (rlvr.train.critic)
+    if needs & {"values", "values_std"}:  # one no-grad forward of the critic (rlvr.learners.critic)
         if getattr(c, "critic", None) is None:
             raise ValueError("a component reads the critic's values, but the run has no critic (algorithm.critic)")
         out.update(c.critic.extras(dev))
-    if needs & {"disc_perception", "disc_reasoning", "disc_format"}:  # two no-grad passes (rlvr.train.discriminator)
+    if needs & {"disc_perception", "disc_reasoning", "disc_format"}:  # two no-grad passes (rlvr.learners.discriminator)
         if getattr(c, "discriminator", None) is None:
             raise ValueError("a component reads the discriminator's scores, but the run has none "
                              "(algorithm.discriminator.enabled)")
         out.update(c.discriminator.extras(completions, examples))
     if needs & {"tree_node", "tree_parent", "tree_branch"}:  # set by the rose rollout strategy (no model pass)
-        from rlvr.rollout.rose import tree_rows
+        from rlvr.rollout.strategies.rose import tree_rows
 
         out.update(tree_rows(completions, batch.completion_mask))
     if "guided" in needs:  # flags set by the guidance engine wrapper (no model pass)
@@ -305,5 +305,5 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
             comps = teacher_completions(completions, examples, batch.rewards, c.tokenizer, hint, negative, context,
                                         cot_tokens)
             tb = build_batch(comps, batch.rewards.tolist(), c.tokenizer.pad_token_id).to(c.device)
-            out[key] = batch_logprobs(c.model, tb, s).cpu()
+            out[key] = logprobs.batch_logprobs(c.model, tb, **pass_args(s)).cpu()
     return {k: v.to(c.device) for k, v in out.items()}

@@ -18,14 +18,14 @@ import torch
 from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, MASK_TRANSFORMS, REWARD_TRANSFORMS,
                                      AdvantageInputs, MaskInputs, TransformInputs, call, token_advantages)
-from rlvr.config import RunConfig, algorithm_needs, algorithm_traits
+from rlvr.config.run import RunConfig, algorithm_needs, algorithm_traits
 from rlvr.core.batch import build_batch, with_plain_context
 from rlvr.tasks.appeals import AppealState
 from rlvr.train.algo_state import AlgorithmState
-from rlvr.train.distributed import World
+from rlvr.distributed.world import World
 from rlvr.train.extras import compute_extras
-from rlvr.train.features import step_features
-from rlvr.train.interrupt import deferred_interrupt
+from rlvr.train.config_flags import step_features
+from rlvr.run.interrupt import deferred_interrupt
 from rlvr.train.pairs import with_pairs
 from rlvr.train.rollouts import collect_rollouts
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
@@ -52,12 +52,12 @@ class Components:
     scorer: Any = None  # Scorer; None scores in-line with task.score
     algo_state: Any = None  # AlgorithmState of stateful components; None builds it from the config
     appeal: Any = field(default_factory=lambda: AppealState())  # scoring.appeal's running FN-rate estimate
-    world: World = field(default_factory=World)  # the data-parallel group (rlvr.train.distributed)
+    world: World = field(default_factory=World)  # the data-parallel group (rlvr.distributed.world)
     update_module: Any = None  # what the update's forward runs through (DDP over the log-probs); None: model
-    rollouts: Any = None  # an asynchronous rollout producer (rlvr.train.pipeline); None: rollouts in line
-    after_update: Any = None  # step -> metrics, run after each update (interleaved SFT, rlvr.train.interleave)
-    critic: Any = None  # the value model (rlvr.train.critic), trained after each update; None: no critic
-    discriminator: Any = None  # PRISM's (rlvr.train.discriminator), trained after each update it scored
+    rollouts: Any = None  # an asynchronous rollout producer (rlvr.distributed.async_rollouts); None: rollouts in line
+    after_update: Any = None  # step -> metrics, run after each update (interleaved SFT, rlvr.sft.interleave)
+    critic: Any = None  # the value model (rlvr.learners.critic), trained after each update; None: no critic
+    discriminator: Any = None  # PRISM's (rlvr.learners.discriminator), trained after each update it scored
     pair_sources: dict = field(default_factory=dict)  # pairs files of pair_batch loss terms, read once (train.pairs)
 
     def __post_init__(self):
@@ -161,7 +161,7 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
 
 def collect_step(cfg: RunConfig, c: Components, step: int):
     """Step ``step``'s rollouts (with ``c``'s engine; the asynchronous producer passes its own)."""
-    with c.world.full_weights(c.update_module):  # FSDP: the whole model for generation (rlvr.train.fsdp)
+    with c.world.full_weights(c.update_module):  # FSDP: the whole model for generation (rlvr.distributed.fsdp)
         return collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
 
 

@@ -2,7 +2,7 @@
 
 For each such term active at the step, :func:`with_pairs` reads the term's ``path`` once per run (kept in
 ``Components.pair_sources``), draws ``pairs_per_step`` pairs with the step's seed, tokenises them
-(:mod:`rlvr.rollout.preference_pairs`) and computes their log-probs under the frozen reference model; the rows
+(:mod:`rlvr.tasks.preference_pairs`) and computes their log-probs under the frozen reference model; the rows
 ride on :attr:`RolloutBatch.pairs` (by term index) into the update, which runs the policy over them once per
 minibatch. The loop calls it by trait, never by a method's name. Cost per step: one reference forward over
 2 x pairs_per_step rows; in the update, one policy forward and backward over them per minibatch.
@@ -16,8 +16,8 @@ from typing import Any
 from rlvr.algorithms.loss_terms.base import PairSourceParams
 from rlvr.algorithms.registry import LOSS_TERMS
 from rlvr.core.batch import RolloutBatch
-from rlvr.rollout.preference_pairs import PairRows, pair_rows, read_pairs, sample_pairs
-from rlvr.train.update import batch_logprobs
+from rlvr.tasks.preference_pairs import PairRows, pair_rows, read_pairs, sample_pairs
+from rlvr.models.logprobs import batch_logprobs, pass_args
 
 __all__ = ["with_pairs", "step_pair_rows"]
 
@@ -55,5 +55,6 @@ def with_pairs(cfg, c, batch: RolloutBatch, s, step: int, seed: int) -> RolloutB
         if key not in c.pair_sources:  # read once per run
             c.pair_sources[key] = read_pairs(p.path, p.skip_malformed)
         r = step_pair_rows(c.tokenizer, c.pair_sources[key], p, seed + 7919 * i, cfg.model.chat_template).to(c.device)
-        rows[i] = r.with_ref(batch_logprobs(c.ref_model, r.chosen, s), batch_logprobs(c.ref_model, r.rejected, s))
+        rows[i] = r.with_ref(batch_logprobs(c.ref_model, r.chosen, **pass_args(s)),
+                             batch_logprobs(c.ref_model, r.rejected, **pass_args(s)))
     return replace(batch, pairs=rows)

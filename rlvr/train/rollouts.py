@@ -35,7 +35,7 @@ from rlvr.envs.multiturn import env_scores, scored_example
 from rlvr.rollout.wrappers import engine_metrics, observe_scores
 from rlvr.sampling.base import Group
 from rlvr.tasks.appeals import appeal_state, run_appeal
-from rlvr.train.features import step_features
+from rlvr.train.config_flags import step_features
 
 __all__ = ["Rollouts", "collect_rollouts", "DynamicSamplingShortfall", "stage_seed"]
 

@@ -8,7 +8,6 @@ otherwise the ratio is exactly 1 and ``old_logp = logp.detach()``.
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,13 +18,13 @@ from rlvr.algorithms.loss_terms.base import term_weight
 from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_ESTIMATORS, LOSS_TERMS, OBJECTIVES,
                                      AggregationInputs, CorrectionInputs, ObjectiveInputs, aggregate, call,
                                      loss_term_shape, objective_loss_shape, row_coefficients)
-from rlvr.config import AlgorithmConfig
+from rlvr.config.run import AlgorithmConfig
 from rlvr.core.batch import RolloutBatch
-from rlvr.models.logprobs import CompletionLogprobs, completion_logprobs
-from rlvr.train.distributed import World
-from rlvr.train.fsdp import local_value
+from rlvr.models.logprobs import CompletionLogprobs, autocast_to
+from rlvr.distributed.world import World
+from rlvr.distributed.fsdp import local_value
 
-__all__ = ["NonFiniteError", "UpdateSettings", "needs_old_logp", "batch_logprobs", "update_policy"]
+__all__ = ["NonFiniteError", "UpdateSettings", "needs_old_logp", "update_policy"]
 
 
 class NonFiniteError(RuntimeError):
@@ -44,7 +43,7 @@ class UpdateSettings:
     step: int = 0  # the RL step (for components with schedules)
     total_steps: int = 1
     objective_state: Any = None  # the objective's explicit state, when it keeps one
-    traits: frozenset[str] = frozenset()  # rlvr.config.algorithm_traits of the run
+    traits: frozenset[str] = frozenset()  # rlvr.config.run.algorithm_traits of the run
     micro_batch_tokens: int | None = None  # padded tokens per micro-batch at most (beside the row count)
     autocast: str | None = None  # "bfloat16": forwards under torch.autocast (fp32 master weights)
     activation_checkpointing: bool = False
@@ -56,26 +55,6 @@ class UpdateSettings:
 
 def needs_old_logp(alg: AlgorithmConfig) -> bool:
     return alg.epochs * alg.minibatches > 1
-
-
-@torch.no_grad()
-def batch_logprobs(model, batch: RolloutBatch, s: UpdateSettings) -> torch.Tensor:
-    """Log-probs ``[N, T]`` of the whole batch under ``model``, micro-batch by micro-batch, no grad."""
-    out = torch.zeros_like(batch.completion_mask)
-    for idx in batch.micro_batch_rows(s.micro_batch_size, max_tokens=getattr(s, "micro_batch_tokens", None)):
-        micro = batch.select(idx).trim()
-        with precision(s, micro.input_ids.device):
-            lp, _ = completion_logprobs(model, micro, s.temperature, s.chunk_tokens)
-        out[idx, : lp.shape[1]] = lp.float()
-    return out
-
-
-def precision(s: UpdateSettings, device: torch.device):
-    """``torch.autocast`` to ``s.autocast`` for a forward (the weights and the optimizer stay float32)."""
-    dtype = getattr(s, "autocast", None)  # (settings objects made by hand may lack the field)
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=getattr(torch, dtype))
 
 
 class _Meter:
@@ -284,7 +263,7 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
             for k in range(passes):
                 real = k < len(mine)
                 with world.no_sync(module, last=k == passes - 1):
-                    with precision(s, mb.input_ids.device):
+                    with autocast_to(s.autocast, mb.input_ids.device):
                         loss = _micro_loss(module, mine[k] if real else micros[0], s,
                                            meter if real else _Meter(), mb.size, n_groups, whole)
                     (loss * (world.size if real else 0.0) if world.distributed else loss).backward()

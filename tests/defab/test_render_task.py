@@ -123,9 +123,9 @@ def test_verifier_scores_plain_records_without_rendering():
 def test_eval_rendering_all_reports_the_worst_rendering_per_instance():
     """With ``eval_rendering: all`` each eval instance appears in the four renderings and evaluation reports
     the rendering-robust accuracy: an instance counts only if every rendering of it is answered right."""
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.eval.evaluate import evaluate
-    from rlvr.train.run import build_task
+    from rlvr.run.train import build_task
     from tests.test_eval import ScriptedEngine
 
     task = build_task(load_config(overrides=["task.name=defab", "task.eval_rendering=all", "task.n_eval=3",

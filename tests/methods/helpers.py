@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config import load_config, needs_reference
+from rlvr.config.run import load_config, needs_reference
 from rlvr.models.loading import load_model
 from rlvr.train.loop import rl_step
-from rlvr.train.setup import build_components, build_task, seed_everything
+from rlvr.run.setup import build_components, build_task, seed_everything
 
 __all__ = ["TINY", "tiny_overrides", "run_recipe_steps", "recipe_trains"]
 

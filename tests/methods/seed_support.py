@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from rlvr.config import load_config
-from rlvr.train.run import resume, train
+from rlvr.config.run import load_config
+from rlvr.run.train import resume, train
 from tests.methods.helpers import tiny_overrides
 
 # a verifier scoring 1 when the completion's character codes sum to an even number: about half of every

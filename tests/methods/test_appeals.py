@@ -17,7 +17,7 @@ import torch
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs
 from rlvr.algorithms.transforms.noise import FN_RATE, NoiseParams
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.types import Completion, Example, Score
 from rlvr.sampling.base import Group
 from rlvr.tasks.appeals import (PROVIDES, AppealConfig, AppealState, appeal_state, ema_update, run_appeal,
@@ -208,7 +208,7 @@ def test_state_round_trip_and_checkpoint_listing():
     fresh.load_state_dict({})  # a checkpoint written before appeals existed
     assert fresh.fn_rate is None and fresh.steps == 0
 
-    from rlvr.train.run import _stateful
+    from rlvr.run.train import _stateful
 
     class C:  # the components object: it holds one appeal state (Components.appeal)
         sampler = allocator = stats = kl = algo_state = task = engine = None
@@ -241,7 +241,7 @@ def test_resume_restores_the_estimate(jsonl_cfg_overrides, tmp_path):
     """The estimate is checkpoint state: a run resumed at step 2 logs the appeal metrics of the uninterrupted one."""
     import shutil
 
-    from rlvr.train.run import resume, train
+    from rlvr.run.train import resume, train
 
     over = jsonl_cfg_overrides + [
         f"task.verifier={HERE}:strict", f"scoring.appeal.verifier={HERE}:always", "scoring.appeal.sample=3",

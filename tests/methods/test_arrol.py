@@ -10,12 +10,12 @@ import random
 import pytest
 import torch
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams, Score, Segment
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import HFEngine
-from rlvr.rollout.arrol import ArrolCompletion, ArrolEngine, ArrolParams, balanced_keep, keep_counts
+from rlvr.engines import HFEngine
+from rlvr.rollout.strategies.arrol import ArrolCompletion, ArrolWrapper, ArrolParams, balanced_keep, keep_counts
 from tests.methods.helpers import Counting, run_recipe_steps, tiny_overrides
 from tests.methods.seed_support import BINARY
 
@@ -60,7 +60,7 @@ def _model(seed=0):
 def test_the_wrapper_keeps_the_balanced_survivors_and_the_contract():
     model = _model()
     counting = Counting(HFEngine(model, TOK))
-    eng = ArrolEngine(counting, model, TOK, ArrolParams(over_provision=1.5, checkpoints=[2]))
+    eng = ArrolWrapper(counting, model, TOK, ArrolParams(over_provision=1.5, checkpoints=[2]))
     torch.manual_seed(3)
     eng.w = torch.randn(len(eng.w))  # a fixed, arbitrary head: scores differ between candidates
     reqs = [GenerationRequest(Example("p", "ab", ""), 4), GenerationRequest(Example("q", "ba", ""), 2),
@@ -97,7 +97,7 @@ def test_the_wrapper_keeps_the_balanced_survivors_and_the_contract():
 
 def test_the_middle_is_pruned():
     model = _model(seed=1)
-    eng = ArrolEngine(HFEngine(model, TOK), model, TOK, ArrolParams(over_provision=2.0, checkpoints=[2]))
+    eng = ArrolWrapper(HFEngine(model, TOK), model, TOK, ArrolParams(over_provision=2.0, checkpoints=[2]))
     eng.w = torch.randn(len(eng.w), generator=torch.Generator().manual_seed(5))
     seen = {}
     real = eng._features
@@ -116,7 +116,7 @@ def test_the_middle_is_pruned():
 
 def test_the_head_learns_from_scored_outcomes():
     model = _model()
-    eng = ArrolEngine(HFEngine(model, TOK), model, TOK, ArrolParams(head_lr=2.0, head_steps=20))
+    eng = ArrolWrapper(HFEngine(model, TOK), model, TOK, ArrolParams(head_lr=2.0, head_steps=20))
     g = torch.Generator().manual_seed(0)
     direction = torch.nn.functional.normalize(torch.randn(len(eng.w), generator=g), dim=0)
     comps, scores = [], []
@@ -132,7 +132,7 @@ def test_the_head_learns_from_scored_outcomes():
     x = torch.stack([c.features[0] for c in comps])
     acc = float(((eng.score(x) > 0.5).float() == torch.tensor([float(s.reward) for s in scores])).float().mean())
     assert acc > 0.9 and eng.head_updates == 5
-    other = ArrolEngine(eng.inner, model, TOK, ArrolParams())
+    other = ArrolWrapper(eng.inner, model, TOK, ArrolParams())
     other.load_state_dict(eng.state_dict())
     assert torch.allclose(other.score(x), eng.score(x)) and other.head_updates == 5
     eng.observe([], [])  # nothing to learn from: unchanged
@@ -146,7 +146,7 @@ def test_the_recipe_trains_and_its_head_learns_through_the_trainer(tmp_path):
         assert m["engine/arrol/pruned"] == 8  # 4 prompts x (6 started - 4 kept)
         assert m["completions"] == 16  # the group size is kept
     strategy = out["c"].engine
-    while not isinstance(strategy, ArrolEngine):
+    while not isinstance(strategy, ArrolWrapper):
         strategy = strategy.inner
     assert strategy.head_updates == 2 and float(strategy.w.abs().sum()) > 0
 

@@ -10,7 +10,7 @@ from rlvr.algorithms.clip.kl3 import KL3Params, kl3_bounds
 from rlvr.algorithms.objectives.gspo import GSPOParams
 from rlvr.algorithms.objectives.ppo_clip import PPOClipParams
 from rlvr.algorithms.registry import CLIP_RULES, OBJECTIVES, ObjectiveInputs
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from tests.methods.helpers import run_recipe_steps
 
 ORACLE = {0.01: (0.86517, 1.14817), 0.02: (0.81311, 1.21355), 0.05: (0.71619, 1.35040), 0.1: (0.61682, 1.51622)}

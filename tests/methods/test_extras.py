@@ -138,10 +138,10 @@ def test_old_logp_from_the_statistics_pass_equals_batch_logprobs():
     trainer's own log-prob computation."""
     from types import SimpleNamespace
 
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.train.extras import compute_extras, token_statistics
     from rlvr.train.loop import settings
-    from rlvr.train.update import batch_logprobs
+    from rlvr.models.logprobs import batch_logprobs, pass_args
 
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=3)
@@ -153,7 +153,7 @@ def test_old_logp_from_the_statistics_pass_equals_batch_logprobs():
     s = settings(load_config(overrides=["rollout.temperature=0.7", "train.micro_batch_size=4"]))
     c = SimpleNamespace(model=model, device=torch.device("cpu"), ref_model=None, tokenizer=tok)
     both = compute_extras(frozenset({"old_logp", "entropy"}), c, batch, s, comps, [], "")
-    ref = batch_logprobs(model, batch, s)
+    ref = batch_logprobs(model, batch, **pass_args(s))
     torch.testing.assert_close(both["old_logp"], ref, rtol=0, atol=1e-6)
     alone = token_statistics(model, batch, 0.7, 4, s.chunk_tokens, ["entropy"])
     torch.testing.assert_close(both["entropy"], alone["entropy"], rtol=0, atol=0)

@@ -17,13 +17,13 @@ import torch
 from rlvr.algorithms.registry import ADVANTAGES, OBJECTIVES, AdvantageInputs, ObjectiveInputs, TransformInputs
 from rlvr.algorithms.transforms.icpo import (ICPOBonusParams, RejectGuidedParams, bonus_decay, icpo_bonus,
                                              reject_guided)
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.rollout import HFEngine
-from rlvr.rollout.base import encode_prompt
+from rlvr.engines import HFEngine
+from rlvr.models.prompts import encode_prompt
 from rlvr.rollout.demos import DemoPool, icl_example, load_demos
-from rlvr.rollout.guidance import GuidanceConfig, GuidedCompletion, GuidedEngine
+from rlvr.rollout.guidance import GuidanceConfig, GuidedCompletion, GuidanceWrapper
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY
 
@@ -169,7 +169,7 @@ def test_guided_rows_are_sampled_under_demonstrations_and_keep_the_plain_prompt(
 
     rec = Recording(HFEngine(model, tok, batch_size=8))
     cfg = GuidanceConfig(fraction=0.25, hint="", demos=1)
-    eng = GuidedEngine(rec, tok, cfg.fraction, cfg.hint, cfg=cfg)
+    eng = GuidanceWrapper(rec, tok, cfg.fraction, cfg.hint, cfg=cfg)
     reqs = [GenerationRequest(Example("a", "12+3=", "15", target="15."), 4),
             GenerationRequest(Example("b", "7+1=", "8", target="8."), 4)]
     out = eng.generate(reqs, SamplingParams(max_new_tokens=3, seed=0))

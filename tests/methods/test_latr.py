@@ -1,4 +1,4 @@
-"""LATR (rlvr/rollout/latr.py, METHODS-rollout-data-rewards G2): the branching, mix-ratio, pruning and capacity
+"""LATR (rlvr/rollout/strategies/latr.py, METHODS-rollout-data-rewards G2): the branching, mix-ratio, pruning and capacity
 oracles on scripted distributions; the official suppression order and exit rule; the contract on a tiny
 model (groups, counts, segments, behaviour log-probs equal to the trainer's recomputation); more distinct
 completions per group than i.i.d. sampling where sampling repeats itself; the mix schedule and its state;
@@ -10,15 +10,15 @@ import math
 import pytest
 import torch
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams, Segment
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import HFEngine
-from rlvr.rollout.latr import (LATREngine, LATRParams, Roots, branch_mask, edit_distance, grow_tree, mix_ratio_at,
+from rlvr.engines import HFEngine
+from rlvr.rollout.strategies.latr import (LATRWrapper, LATRParams, Roots, branch_mask, edit_distance, grow_tree, mix_ratio_at,
                                rouge_l, suffix_match, tree_count)
 from rlvr.rollout.wrappers import wrap_engine
-from rlvr.train.run import train
+from rlvr.run.train import train
 from tests.methods.helpers import Counting, run_recipe_steps, tiny_overrides
 
 TOK = char_tokenizer("abcd ")
@@ -137,7 +137,7 @@ def test_completions_keep_the_contract_and_the_trainers_logprobs():
     model = _model()
     counting = Counting(HFEngine(model, TOK))
     params = LATRParams(mix_ratio=0.75, lookahead=[2], force_return_step=4)
-    eng = LATREngine(counting, model, TOK, params)
+    eng = LATRWrapper(counting, model, TOK, params)
     reqs = [GenerationRequest(Example("p", "ab", ""), 8), GenerationRequest(Example("q", "ba", ""), 3),
             GenerationRequest(Example("r", "a b", ""), 5, stop=("c",)),
             GenerationRequest(Example("s", "c", ""), 2, prefix_ids=(4,), prefix_logprobs=(-1.0,)),
@@ -196,7 +196,7 @@ def test_padding_repeats_the_first_branch_or_samples_once_it_has_ended(stop_earl
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=2), tok, seed=0)
     counting = Counting(HFEngine(model, tok))
-    eng = LATREngine(counting, model, tok, LATRParams(lookahead=[1], force_return_step=2))
+    eng = LATRWrapper(counting, model, tok, LATRParams(lookahead=[1], force_return_step=2))
     out = eng.generate([GenerationRequest(Example("p", "ab", ""), 4)],
                        SamplingParams(0.9, max_new_tokens=2 if stop_early else 6, seed=0))
     m = eng.metrics()
@@ -227,7 +227,7 @@ def test_more_distinct_completions_than_iid_sampling_where_sampling_repeats_itse
         model = _model(seed)
         reqs = [GenerationRequest(Example(str(i), p, ""), 8) for i, p in enumerate(prompts)]
         sampling = SamplingParams(0.1, max_new_tokens=12, seed=seed)
-        eng = LATREngine(HFEngine(model, TOK), model, TOK, LATRParams(lookahead=[4], force_return_step=6))
+        eng = LATRWrapper(HFEngine(model, TOK), model, TOK, LATRParams(lookahead=[4], force_return_step=6))
         tree, plain = eng.generate(reqs, sampling), HFEngine(model, TOK).generate(reqs, sampling)
         latr.append(_distinct(tree))
         iid.append(_distinct(plain))
@@ -242,7 +242,7 @@ def test_more_distinct_completions_than_iid_sampling_where_sampling_repeats_itse
 
 def test_the_mix_schedule_follows_weight_syncs_and_is_saved():
     model = _model()
-    eng = LATREngine(HFEngine(model, TOK), model, TOK, LATRParams(mix_schedule={0: 1.0, 2: 0.5}, lookahead=[2]))
+    eng = LATRWrapper(HFEngine(model, TOK), model, TOK, LATRParams(mix_schedule={0: 1.0, 2: 0.5}, lookahead=[2]))
     req = [GenerationRequest(Example("p", "ab", ""), 4)]
     sampling = SamplingParams(0.7, max_new_tokens=6, seed=0)
 
@@ -254,7 +254,7 @@ def test_the_mix_schedule_follows_weight_syncs_and_is_saved():
     assert tree_rows(eng.generate(req, sampling)) == 4 and eng.metrics()["latr/mix_ratio"] == 1.0
     eng.sync_weights()
     assert tree_rows(eng.generate(req, sampling)) == 2 and eng.metrics()["latr/mix_ratio"] == 0.5
-    other = LATREngine(None, model, TOK, LATRParams())
+    other = LATRWrapper(None, model, TOK, LATRParams())
     other.load_state_dict(json.loads(json.dumps(eng.state_dict())))
     assert other.step == 2 and other.state_dict() == {"step": 2}
     other.load_state_dict({})  # a checkpoint without strategy state leaves it as it is
@@ -278,7 +278,7 @@ def test_a_run_through_the_trainer_checkpoints_the_strategy_step(tmp_path):
     state = json.loads((tmp_path / "run" / "checkpoints" / "step_000002" / "state.json").read_text())
     assert state["engine"]["strategy"] == {"step": 2}
     model = _model()
-    assert isinstance(wrap_engine(HFEngine(model, TOK), model, TOK, cfg.rollout), LATREngine)
+    assert isinstance(wrap_engine(HFEngine(model, TOK), model, TOK, cfg.rollout), LATRWrapper)
 
 
 @pytest.mark.parametrize("bad, match", [

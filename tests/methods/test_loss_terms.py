@@ -10,7 +10,7 @@ from rlvr.algorithms.loss_terms.base import LossTermParams, term_weight
 from rlvr.algorithms.loss_terms.self_distill import SelfDistillParams, self_distill
 from rlvr.algorithms.loss_terms.sft import SFTTermParams, selected_rows, sft
 from rlvr.algorithms.registry import LOSS_TERMS, ObjectiveInputs
-from rlvr.config import ConfigError, algorithm_needs, load_config
+from rlvr.config.run import ConfigError, algorithm_needs, load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
@@ -187,7 +187,7 @@ def test_self_distill_alone_moves_the_policy_toward_the_teacher():
 
 
 def test_a_run_with_loss_terms_trains_and_logs_them(tiny_cfg_overrides):
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     summary = train(load_config(overrides=tiny_cfg_overrides + [
         "train.steps=2", "sft.steps=0", "algorithm.loss_terms=[{name: sft, select: all}, {name: self_distill}]"]))

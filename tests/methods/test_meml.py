@@ -13,12 +13,12 @@ import torch
 
 from rlvr.algorithms.loss_terms.mutual_learning import MutualLearningParams, best_expert_rows, mutual_learning
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs, ObjectiveInputs
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.rollout import HFEngine
-from rlvr.rollout.base import encode_prompt
-from rlvr.rollout.contexts import ContextCompletion, ContextEngine, ContextsConfig
+from rlvr.engines import HFEngine
+from rlvr.models.prompts import encode_prompt
+from rlvr.rollout.contexts import ContextCompletion, ContextsWrapper, ContextsConfig
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY
 
@@ -70,7 +70,7 @@ def test_peers_spread_each_experts_completions_over_the_other_experts():
     experts = ["use algebra.", "write code.", "check steps."]
     cfg = ContextsConfig(num_contexts=3, per_context=2, p_dropout=0.0, fallback=experts, peers=True,
                          template="{context} {prompt}")
-    eng = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg)
+    eng = ContextsWrapper(HFEngine(model, tok, batch_size=8), tok, cfg)
     out = eng.generate([GenerationRequest(Example("a", "1+2=", "3"), 6)], SamplingParams(max_new_tokens=2, seed=0))
     assert all(isinstance(c, ContextCompletion) for c in out) and sorted(c.context for c in out) == [1, 1, 2, 2, 3, 3]
     prompt_of = {k + 1: encode_prompt(tok, f"{e} 1+2=") for k, e in enumerate(experts)}
@@ -79,7 +79,7 @@ def test_peers_spread_each_experts_completions_over_the_other_experts():
     peers = {ctx: [next(k for k, ids in prompt_of.items() if ids == c.plain_prompt_ids) for c in out
                    if c.context == ctx] for ctx in (1, 2, 3)}
     assert peers == {1: [2, 3], 2: [1, 3], 3: [1, 2]}
-    plain = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg.model_copy(update={"peers": False}))
+    plain = ContextsWrapper(HFEngine(model, tok, batch_size=8), tok, cfg.model_copy(update={"peers": False}))
     out = plain.generate([GenerationRequest(Example("a", "1+2=", "3"), 6)], SamplingParams(max_new_tokens=2, seed=0))
     assert all(c.plain_prompt_ids == encode_prompt(tok, "1+2=") for c in out)
 
@@ -110,7 +110,7 @@ def test_the_hard_example_buffer_keeps_questions_some_experts_solved():
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)
     cfg = ContextsConfig(num_contexts=2, per_context=2, p_dropout=0.0, fallback=["A.", "B."], peers=True,
                          template="{context} {prompt}", hard_examples=5)
-    eng = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg)
+    eng = ContextsWrapper(HFEngine(model, tok, batch_size=8), tok, cfg)
     reqs = [GenerationRequest(Example(q, f"{q}=", "1"), 4) for q in ("q1", "q2", "q3")]
     out = eng.generate(reqs, SamplingParams(max_new_tokens=2, seed=0))
     # q1: only expert 2 solves it (once) -> stored; q2: both experts solve it -> not hard; q3: nobody does
@@ -128,7 +128,7 @@ def test_the_hard_example_buffer_keeps_questions_some_experts_solved():
     assert row.example_id == "q1" and row.completion_ids == solved[0].completion_ids
     assert row.prompt_ids == encode_prompt(tok, "q1=")  # the plain question, without the expert prompt
     assert eng.sft_rows() == []
-    off = ContextEngine(HFEngine(model, tok, batch_size=8), tok, cfg.model_copy(update={"hard_examples": 0}))
+    off = ContextsWrapper(HFEngine(model, tok, batch_size=8), tok, cfg.model_copy(update={"hard_examples": 0}))
     off.generate(reqs, SamplingParams(max_new_tokens=2, seed=0))
     off.observe(out, scores)
     assert off.sft_rows() == []
@@ -136,7 +136,7 @@ def test_the_hard_example_buffer_keeps_questions_some_experts_solved():
 
 def test_expert_fine_tuning_renders_every_example_under_each_expert_prompt(tmp_path):
     from rlvr.rollout.contexts import context_examples
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     cfg = ContextsConfig(num_contexts=2, per_context=2, fallback=["A.", "B.", "C."], template="{context} {prompt}")
     ex = Example("q", "1+2=", "3", target="3")

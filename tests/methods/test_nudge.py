@@ -13,12 +13,12 @@ from rlvr.algorithms.advantages.nudge import NudgeParams, nudge
 from rlvr.algorithms.loss_terms.base import LossTermParams
 from rlvr.algorithms.loss_terms.context_distill import context_distill
 from rlvr.algorithms.registry import AdvantageInputs, ObjectiveInputs
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.batch import build_batch, with_plain_context
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.rollout.contexts import ContextCompletion, ContextEngine, ContextsConfig, context_rows, draw_counts
+from rlvr.rollout.contexts import ContextCompletion, ContextsWrapper, ContextsConfig, context_rows, draw_counts
 from rlvr.train.extras import compute_extras  # noqa: F401  (the producer of context_index)
 from rlvr.train.loop import settings
 from rlvr.train.update import update_policy
@@ -90,7 +90,7 @@ def test_the_engine_samples_under_each_context_and_keeps_both_prompts():
     tok = char_tokenizer()
     cfg = ContextsConfig(num_contexts=2, per_context=4, p_dropout=0.5, fallback=["guess"], template="{prompt}|{context}")
     inner = Recording(tok)
-    eng = ContextEngine(inner, tok, cfg)
+    eng = ContextsWrapper(inner, tok, cfg)
     reqs = [GenerationRequest(Example("a", "Q1", "1", meta={"hints": ["alg", "draw", "spare"]}), 8),
             GenerationRequest(Example("b", "Q2", "2"), 8)]
     out = eng.generate(reqs, SamplingParams(seed=3))
@@ -106,9 +106,9 @@ def test_the_engine_samples_under_each_context_and_keeps_both_prompts():
         else:
             assert getattr(c, "context", 0) == 0
     assert max(getattr(c, "context", 0) for c in out if c.example_id == "b") <= 1  # one fallback context
-    again = ContextEngine(Recording(tok), tok, cfg).generate(reqs, SamplingParams(seed=3))
+    again = ContextsWrapper(Recording(tok), tok, cfg).generate(reqs, SamplingParams(seed=3))
     assert [getattr(c, "context", 0) for c in again] == [getattr(c, "context", 0) for c in out]  # seeded
-    draws = {tuple(getattr(c, "context", 0) for c in ContextEngine(Recording(tok), tok, cfg).generate(
+    draws = {tuple(getattr(c, "context", 0) for c in ContextsWrapper(Recording(tok), tok, cfg).generate(
         reqs, SamplingParams(seed=s))) for s in range(12)}
     assert len(draws) > 1  # the draws change with the step's seed
     assert 0 < eng.metrics()["context_frac"] < 1
@@ -201,7 +201,7 @@ def test_config_checks():
     with pytest.raises(ConfigError, match="no rollout.guidance"):
         load_config(overrides=["rollout.group_size=8", "rollout.contexts.num_contexts=2",
                                "rollout.guidance.fraction=0.5"])
-    from rlvr.train.distributed import DistributedSetupError, World, check_world
+    from rlvr.distributed.world import DistributedSetupError, World, check_world
 
     # under torchrun the plain-prompt forward runs inside the micro-batch's DDP forward (tests/test_distributed.py)
     cfg = load_config(recipe="nudge_rl", overrides=["rollout.prompts_per_step=4"])
@@ -211,7 +211,7 @@ def test_config_checks():
 
 
 def test_the_recipe_trains_and_reports_its_metrics(tiny_cfg_overrides):
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     over = [o for o in tiny_cfg_overrides if not o.startswith("rollout.group_size")]
     summary = train(load_config(recipe="nudge_rl", overrides=over + ["train.steps=2", "sft.steps=0"]))

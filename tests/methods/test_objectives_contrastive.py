@@ -11,7 +11,7 @@ from rlvr.algorithms.objectives.conspo import ConSPOParams
 from rlvr.algorithms.objectives.f_grpo import FGRPOParams
 from rlvr.algorithms.objectives.real import REALParams
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs
-from rlvr.config import load_config, needs_reference
+from rlvr.config.run import load_config, needs_reference
 from tests.methods.helpers import recipe_trains
 from tests.methods.seed_support import BINARY
 

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import HFEngine
-from rlvr.rollout.base import encode_prompt
-from rlvr.rollout.guidance import GuidedCompletion, GuidedEngine, guided_count, guided_rows
+from rlvr.engines import HFEngine
+from rlvr.models.prompts import encode_prompt
+from rlvr.rollout.guidance import GuidedCompletion, GuidanceWrapper, guided_count, guided_rows
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY
 
@@ -76,7 +76,7 @@ def test_empty_hint_gives_the_plain_engines_completions(tiny):
     engine, tok = tiny
     sampling = SamplingParams(max_new_tokens=5, seed=3)
     plain = engine.generate(REQS, sampling)
-    guided = GuidedEngine(engine, tok, 0.5, "").generate(REQS, sampling)
+    guided = GuidanceWrapper(engine, tok, 0.5, "").generate(REQS, sampling)
     assert [c.completion_ids for c in guided] == [c.completion_ids for c in plain]
     assert [c.logprobs for c in guided] == [c.logprobs for c in plain]
     assert [c.group for c in guided] == [c.group for c in plain]
@@ -85,7 +85,7 @@ def test_empty_hint_gives_the_plain_engines_completions(tiny):
 
 def test_guided_rows_keep_the_plain_prompt_and_the_guided_behaviour_logprobs(tiny):
     engine, tok = tiny
-    wrapper = GuidedEngine(engine, tok, 0.5, " ans {answer};")
+    wrapper = GuidanceWrapper(engine, tok, 0.5, " ans {answer};")
     out = wrapper.generate(REQS, SamplingParams(max_new_tokens=5, seed=4))
     assert [c.group for c in out] == [0] * 4 + [1] * 3
     flags = [isinstance(c, GuidedCompletion) for c in out]

@@ -9,14 +9,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.optim import OPTIMIZERS
 from rlvr.optim.spectral import SpectralAdamW
 from rlvr.optim.newton_schulz import (head_blocks, merge_head_blocks, muon_schedule, pion_schedule,
                                       polynomial_iteration, singular_value_map)
-from rlvr.train.checkpoint import load_checkpoint, save_checkpoint
-from rlvr.train.run import resume, train
+from rlvr.run.checkpoint import load_checkpoint, save_checkpoint
+from rlvr.run.train import resume, train
 from tests.methods.helpers import run_recipe_steps, tiny_overrides
 
 S0 = torch.tensor([3.0, 1.0], dtype=torch.float64) / math.sqrt(10.0)  # diag(3, 1), Frobenius-normalised

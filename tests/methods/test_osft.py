@@ -8,7 +8,7 @@ import torch
 
 from rlvr.algorithms.objectives.osft import OSFTParams, osft
 from rlvr.algorithms.registry import ObjectiveInputs
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
@@ -114,7 +114,7 @@ def test_recipe_values():
     assert cfg.algorithm.train_temperature == 1.0 and settings(cfg).temperature == 1.0
     assert cfg.algorithm.objective.name == "osft" and cfg.algorithm.aggregation.name == "token_mean"
     assert cfg.algorithm.kl.coef == 0.0
-    from rlvr.train.preflight import check_group_size
+    from rlvr.run.preflight import check_group_size
 
     assert check_group_size(cfg).startswith("warning")  # groups of one run (a warning, not a refusal)
 

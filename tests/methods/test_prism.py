@@ -1,4 +1,4 @@
-"""PRISM (rlvr/algorithms/transforms/prism.py, rlvr/train/discriminator.py): the alignment advantage by hand and
+"""PRISM (rlvr/algorithms/transforms/prism.py, rlvr/learners/discriminator.py): the alignment advantage by hand and
 against a transcription of the reference's per-row loops, the stage switch and the warm-up, span splitting,
 responses judged by their text, the Bradley-Terry loss by hand, the discriminator learning to separate demonstrations, the recipe's
 task format, training and resuming with the discriminator, and config errors."""
@@ -14,11 +14,11 @@ from safetensors.torch import load_file
 
 from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs
 from rlvr.algorithms.transforms.prism import PRISMParams, alignment_advantage, prism_align
-from rlvr.config import ConfigError, load_config
-from rlvr.config_sections import PRISM_FORMAT, DiscriminatorConfig
+from rlvr.config.run import ConfigError, load_config
+from rlvr.config.sections import PRISM_FORMAT, DiscriminatorConfig
 from rlvr.core.types import Completion, Example
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.train.discriminator import Discriminator, pairwise_loss, read_demos, split_text
+from rlvr.learners.discriminator import Discriminator, pairwise_loss, read_demos, split_text
 from tests.methods.helpers import run_recipe_steps, tiny_overrides
 from tests.methods.seed_support import BINARY, train_and_resume
 
@@ -150,7 +150,7 @@ def test_the_transform_is_active_only_during_the_alignment_stage():
     entry = ADVANTAGE_TRANSFORMS.get("prism")
     assert entry.active(PRISMParams(steps=3), 2) and not entry.active(PRISMParams(steps=3), 3)
     assert entry.active(PRISMParams(), 10**6)
-    from rlvr.config import algorithm_needs
+    from rlvr.config.run import algorithm_needs
     cfg = load_config(recipe="prism")
     assert {"disc_perception", "disc_reasoning", "disc_format"} <= algorithm_needs(cfg, 0)
     assert not {"disc_perception", "disc_reasoning", "disc_format"} & algorithm_needs(cfg, 100)

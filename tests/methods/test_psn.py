@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from rlvr.algorithms.registry import CORRECTIONS, CorrectionInputs
-from rlvr.config import ParamNoiseConfig, load_config
+from rlvr.config.run import ParamNoiseConfig, load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import HFEngine
-from rlvr.rollout.param_noise import NoiseSchedule, ParamNoiseEngine, perturbed
+from rlvr.engines import HFEngine
+from rlvr.rollout.param_noise import NoiseSchedule, ParamNoiseWrapper, perturbed
 from rlvr.rollout.wrappers import base_engine, wrap_engine
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY, train_and_resume
@@ -62,7 +62,7 @@ def test_perturbation_is_seeded_and_restore_is_bit_exact(tiny):
 def test_behaviour_logprobs_are_the_perturbed_policys(tiny):
     model, tok = tiny
     cfg = ParamNoiseConfig(sigma=0.05)
-    eng = ParamNoiseEngine(HFEngine(model, tok), model, cfg)
+    eng = ParamNoiseWrapper(HFEngine(model, tok), model, cfg)
     sampling = SamplingParams(temperature=1.0, max_new_tokens=5, seed=11)
     before = weights(model)
     out = eng.generate(REQS, sampling)
@@ -100,7 +100,7 @@ def test_evaluation_uses_the_unwrapped_engine(tiny):
     cfg = load_config(recipe="psn_rlvr")
     plain = HFEngine(model, tok)
     wrapped = wrap_engine(plain, model, tok, cfg.rollout)
-    assert isinstance(wrapped, ParamNoiseEngine) and base_engine(wrapped) is plain
+    assert isinstance(wrapped, ParamNoiseWrapper) and base_engine(wrapped) is plain
     other = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=1)
     with pytest.raises(ValueError, match="param_noise perturbs the trainer's module"):
         wrap_engine(HFEngine(other, tok), model, tok, cfg.rollout)

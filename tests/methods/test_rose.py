@@ -1,4 +1,4 @@
-"""ROSE (rlvr/rollout/rose.py, rlvr/algorithms/advantages/rose.py; METHODS-rollout-data-rewards G4): the
+"""ROSE (rlvr/rollout/strategies/rose.py, rlvr/algorithms/advantages/rose.py; METHODS-rollout-data-rewards G4): the
 uncertainty and advantage oracles, the tree advantages against a path-based computation and their
 invariances (telescoping to R - mean, row order, a forest of roots is the mean baseline), the length
 penalty by hand; the strategy on a tiny model (tree structure, shared prefixes, branch points at the argmax
@@ -13,12 +13,12 @@ import torch
 
 from rlvr.algorithms.advantages.rose import ROSEAdvantageParams, branch_points, rose_advantage, tree_advantages
 from rlvr.algorithms.registry import AdvantageInputs
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams, Segment
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import HFEngine
-from rlvr.rollout.rose import ROSEEngine, ROSEParams, TreeCompletion, choose_branch, token_uncertainty, tree_rows
+from rlvr.engines import HFEngine
+from rlvr.rollout.strategies.rose import ROSEWrapper, ROSEParams, TreeCompletion, choose_branch, token_uncertainty, tree_rows
 from rlvr.train.extras import compute_extras  # noqa: F401  (the producer of the tree extras)
 from tests.methods.helpers import Counting, recipe_trains, tiny_overrides
 
@@ -211,7 +211,7 @@ def _naive_u(model, comp, temperature):
 def test_the_strategy_grows_trees_that_keep_the_contract():
     model = _model()
     counting = Counting(HFEngine(model, TOK))
-    eng = ROSEEngine(counting, model, TOK, ROSEParams(epsilon=0.3))
+    eng = ROSEWrapper(counting, model, TOK, ROSEParams(epsilon=0.3))
     reqs = [GenerationRequest(Example("p", "ab", ""), 6), GenerationRequest(Example("q", "ba", ""), 3),
             GenerationRequest(Example("s", "c", ""), 2, prefix_ids=(4,), prefix_logprobs=(-1.0,)),
             GenerationRequest(Example("t", "d", ""), 0)]
@@ -261,7 +261,7 @@ def test_the_strategy_grows_trees_that_keep_the_contract():
 @pytest.mark.parametrize("epsilon", [0.0, 1.0])
 def test_epsilon_one_is_iid_roots_and_zero_always_branches(epsilon):
     model = _model(seed=1)
-    eng = ROSEEngine(HFEngine(model, TOK), model, TOK, ROSEParams(epsilon=epsilon, branch_metric="entropy"))
+    eng = ROSEWrapper(HFEngine(model, TOK), model, TOK, ROSEParams(epsilon=epsilon, branch_metric="entropy"))
     out = eng.generate([GenerationRequest(Example("p", "ab", ""), 5)], SamplingParams(1.0, max_new_tokens=6, seed=3))
     parents = [c.tree_parent for c in sorted(out, key=lambda c: c.tree_node)]
     assert parents[0] == 0 and all((p == 0) == (epsilon == 1.0) for p in parents[1:]), parents

@@ -67,9 +67,9 @@ def test_the_recipe_trains_two_steps(tmp_path):
 from rlvr.algorithms.transforms.scope import ScopePrefixParams, scope_prefix  # noqa: E402
 from rlvr.core.types import Example, GenerationRequest, SamplingParams  # noqa: E402
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer  # noqa: E402
-from rlvr.rollout import HFEngine  # noqa: E402
-from rlvr.rollout.base import encode_prompt  # noqa: E402
-from rlvr.rollout.scaffold import (ScaffoldCompletion, ScaffoldConfig, ScaffoldEngine, credit_rows,  # noqa: E402
+from rlvr.engines import HFEngine  # noqa: E402
+from rlvr.models.prompts import encode_prompt  # noqa: E402
+from rlvr.rollout.scaffold import (ScaffoldCompletion, ScaffoldConfig, ScaffoldWrapper, credit_rows,  # noqa: E402
                                    scaffold_credit, scaffold_of)
 
 STEPS = [{"question": "What is 3 times 4?", "answer": "12"}, {"question": "Add 5 to it.", "answer": "17"},
@@ -109,7 +109,7 @@ def test_scaffolds_are_read_leniently():
 def test_the_depth_follows_the_pass_rate_and_the_prompt_hides_the_answer():
     tok = char_tokenizer()
     model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1), tok, seed=0)
-    eng = ScaffoldEngine(HFEngine(model, tok, batch_size=8), ScaffoldConfig(enabled=True))
+    eng = ScaffoldWrapper(HFEngine(model, tok, batch_size=8), ScaffoldConfig(enabled=True))
     stats = _Stats()
     eng.bind_stats(stats)
     ex = Example("e", "Compute 3*4+5.", "17", meta={"scaffold": STEPS})
@@ -136,7 +136,7 @@ def test_the_depth_follows_the_pass_rate_and_the_prompt_hides_the_answer():
     assert depth_now()[1] == 2  # failing again keeps the depth
     stats.obs["e"] = (3, 1.0)
     assert depth_now()[1] == 1
-    other = ScaffoldEngine(eng.inner, eng.cfg)
+    other = ScaffoldWrapper(eng.inner, eng.cfg)
     other.load_state_dict(eng.state_dict())
     assert other.depth == {"e": 1} and other.seen == {"e": 3}
     stats.obs["e"] = (4, 0.5)
@@ -147,14 +147,14 @@ def test_the_depth_follows_the_pass_rate_and_the_prompt_hides_the_answer():
 
 
 def test_the_trainer_binds_its_prompt_statistics(tmp_path):
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.models.loading import load_model
     from rlvr.rollout.wrappers import wrapper_chain
-    from rlvr.train.setup import build_components, build_task
+    from rlvr.run.setup import build_components, build_task
     from tests.methods.helpers import tiny_overrides
 
     cfg = load_config(recipe="scope_rl", overrides=tiny_overrides(tmp_path))
     model, tok = load_model(cfg.model, seed=0)
     c = build_components(cfg, model, tok, build_task(cfg))
-    (w,) = [w for w in wrapper_chain(c.engine) if isinstance(w, ScaffoldEngine)]
+    (w,) = [w for w in wrapper_chain(c.engine) if isinstance(w, ScaffoldWrapper)]
     assert w.stats is c.stats

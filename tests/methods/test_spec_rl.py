@@ -1,4 +1,4 @@
-"""SPEC-RL (rlvr/rollout/spec_rl.py, METHODS-rollout-data-rewards G1): the acceptance oracles, exactness of
+"""SPEC-RL (rlvr/rollout/strategies/spec_rl.py, METHODS-rollout-data-rewards G1): the acceptance oracles, exactness of
 ``exact: true`` against the current policy's enumerated distribution (and the official mode's bias), reuse
 without generation, current-policy prefix log-probs, training with prompts that recur, resume, config errors."""
 
@@ -9,14 +9,14 @@ import shutil
 import pytest
 import torch
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
-from rlvr.rollout import HFEngine
-from rlvr.rollout.spec_rl import SpecRLEngine, SpecRLParams, build_spec_rl, sampling_probs, spec_cut
+from rlvr.engines import HFEngine
+from rlvr.rollout.strategies.spec_rl import SpecRLWrapper, SpecRLParams, build_spec_rl, sampling_probs, spec_cut
 from rlvr.rollout.wrappers import wrap_engine
-from rlvr.train.run import resume, train
+from rlvr.run.train import resume, train
 from tests.methods.helpers import Counting, run_recipe_steps, tiny_overrides
 
 TOK = char_tokenizer("ab ")
@@ -111,7 +111,7 @@ def test_exact_mode_follows_the_current_policy_and_the_official_mode_does_not(to
     p_values = {}
     for exact in (True, False):
         model.load_state_dict(old)
-        eng = SpecRLEngine(HFEngine(model, TOK, batch_size=8192), model, TOK, SpecRLParams(exact=exact))
+        eng = SpecRLWrapper(HFEngine(model, TOK, batch_size=8192), model, TOK, SpecRLParams(exact=exact))
         eng.generate(req, SamplingParams(0.9, top_p, max_new_tokens=2, seed=0))
         eng.metrics()
         model.load_state_dict(new)
@@ -136,7 +136,7 @@ def test_exact_mode_follows_the_current_policy_and_the_official_mode_does_not(to
 def test_fully_accepted_rows_are_reused_without_generation():
     model = _model()
     counting = Counting(HFEngine(model, TOK))
-    eng = SpecRLEngine(counting, model, TOK, SpecRLParams())
+    eng = SpecRLWrapper(counting, model, TOK, SpecRLParams())
     reqs = [GenerationRequest(Example("x", "a", ""), 4), GenerationRequest(Example("y", "ab b", ""), 3)]
     first = eng.generate(reqs, SamplingParams(0.9, max_new_tokens=6, seed=0))
     m = eng.metrics()
@@ -175,7 +175,7 @@ def test_fully_accepted_rows_are_reused_without_generation():
 def test_completion_logprobs_are_the_current_policys(exact):
     model = _model()
     old = copy.deepcopy(model.state_dict())
-    eng = SpecRLEngine(HFEngine(model, TOK), model, TOK, SpecRLParams(exact=exact, forward_rows=5))  # ragged chunks
+    eng = SpecRLWrapper(HFEngine(model, TOK), model, TOK, SpecRLParams(exact=exact, forward_rows=5))  # ragged chunks
     reqs = [GenerationRequest(Example("x", "a", ""), 16), GenerationRequest(Example("y", "ab b", ""), 16)]
     drafts = eng.generate(reqs, SamplingParams(0.9, 0.95, max_new_tokens=6, seed=0))
     model.load_state_dict(_perturbed(old, sigma=0.05))
@@ -232,7 +232,7 @@ def test_checkpoints_keep_the_drafts_and_resume_continues_exactly(tmp_path):
     run = tmp_path / "run"
     state = _engine_state(run, 1)["strategy"]
     assert len(state["drafts"]) == 6 and all(len(e["rows"]) == 4 for e in state["drafts"].values())
-    loaded = SpecRLEngine(None, None, TOK, SpecRLParams())
+    loaded = SpecRLWrapper(None, None, TOK, SpecRLParams())
     loaded.load_state_dict(state)
     assert loaded.state_dict() == state  # JSON round trip
 
@@ -267,7 +267,7 @@ def test_exact_mode_refuses_to_store_too_many_floats_and_multiturn_is_refused():
                                "rollout.prompts_per_step=1", "rollout.group_size=2", "rollout.max_new_tokens=2",
                                "algorithm.minibatches=1"])
     eng = wrap_engine(HFEngine(model, TOK), model, TOK, small.rollout)
-    assert isinstance(eng, SpecRLEngine)
+    assert isinstance(eng, SpecRLWrapper)
     reqs = [GenerationRequest(Example(str(i), "a" * (i + 1), ""), 2) for i in range(5)]  # >= 5 x 2 x 6 floats
     with pytest.raises(ValueError, match="stored distributions reached .* max_stored_floats=50"):
         eng.generate(reqs, SamplingParams(0.9, max_new_tokens=2, seed=0))
@@ -278,7 +278,7 @@ def test_exact_mode_refuses_to_store_too_many_floats_and_multiturn_is_refused():
 
 
 def test_spec_rl_with_multi_turn_episodes_is_a_config_error():
-    from rlvr.config_errors import ConfigError
+    from rlvr.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match="spec_rl reuses single-turn completions"):
         load_config(overrides=["rollout.strategy.name=spec_rl", "rollout.multiturn.env=issue_tracker"])

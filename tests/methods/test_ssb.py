@@ -10,11 +10,11 @@ import random
 import pytest
 import torch
 
-from rlvr.config_train import SSBConfig
+from rlvr.config.train import SSBConfig
 from rlvr.core.types import Completion, Example
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.rollout.demos import question_text
-from rlvr.train.ssb import SSBRow, _logits, curate, distill, final_answer, kd_loss, select_pair
+from rlvr.sft.ssb import SSBRow, _logits, curate, distill, final_answer, kd_loss, select_pair
 from rlvr.core.batch import build_batch
 from tests.methods.helpers import tiny_overrides
 from tests.methods.seed_support import BINARY

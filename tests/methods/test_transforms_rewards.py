@@ -16,7 +16,7 @@ import torch
 
 from rlvr.algorithms import ADVANTAGES, AdvantageInputs
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, call
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY, train_and_resume
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs, call
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.types import Completion, Segment
 from rlvr.envs.multiturn import EpisodeCompletion
 from rlvr.envs.turns import turn_tensors
@@ -72,7 +72,7 @@ def test_lambda_zero_is_grpo_and_groups_are_separate():
 def test_a_training_run_with_turn_level_advantages(tmp_path, tiny_cfg_overrides):
     from rlvr.envs import ENVIRONMENTS
     from rlvr.registry import Params
-    from rlvr.train.run import train
+    from rlvr.run.train import train
     from tests.test_multiturn import Countdown
 
     class TwoTurns(Countdown):

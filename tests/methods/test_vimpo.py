@@ -13,7 +13,7 @@ import torch
 
 from rlvr.algorithms.registry import ADVANTAGES, OBJECTIVES, AdvantageInputs, ObjectiveInputs
 from rlvr.algorithms.advantages.vimpo import implied_values
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY
 
@@ -134,7 +134,7 @@ def test_value_coef_zero_is_ppo_clip():
 def test_betas_must_agree_and_reference_is_loaded():
     with pytest.raises(ConfigError, match="differs from the vimpo advantage's beta"):
         load_config(recipe="vimpo", overrides=["algorithm.objective.beta=0.2"])
-    from rlvr.config import needs_reference
+    from rlvr.config.run import needs_reference
 
     cfg = load_config(recipe="vimpo")
     assert needs_reference(cfg) and cfg.algorithm.kl.coef == 0.0

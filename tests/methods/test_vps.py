@@ -6,15 +6,15 @@ from dataclasses import replace
 import pytest
 import torch
 
-import rlvr.train.update as update_mod
+import rlvr.models.logprobs as logprobs_mod
 from rlvr.algorithms.registry import TransformInputs
 from rlvr.algorithms.transforms.vps import VPSParams, segment_zscores, vps
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.train.beliefs import belief_extras, boundaries
+from rlvr.passes.belief import belief_extras, boundaries
 from rlvr.train.loop import settings
 
 
@@ -72,11 +72,11 @@ def test_the_methods_oracle_beliefs_give_progress_1_0_1p5(monkeypatch):
     batch = build_batch([comp], [1.0], tok.pad_token_id)
     beliefs = torch.tensor([-3.0, -2.0, -2.0, -0.5])
 
-    def fake(model, probe_batch, s):  # one answer token per probe: its log-prob is the belief
-        assert probe_batch.size == 4 and s.temperature == 1.0
+    def fake(model, probe_batch, **s):  # one answer token per probe: its log-prob is the belief
+        assert probe_batch.size == 4 and s["temperature"] == 1.0
         return beliefs[:, None] * probe_batch.completion_mask
 
-    monkeypatch.setattr(update_mod, "batch_logprobs", fake)
+    monkeypatch.setattr(logprobs_mod, "batch_logprobs", fake)
     ends = torch.tensor([[0.0, 1.0, 0.0, 1.0, 0.0]])  # "a," | "b," | "c"
     out = belief_extras(None, batch, ends, [comp], [Example("0", "", "7")], tok, settings(load_config()), " = ", 16)
     assert out["belief_progress"][0].tolist() == [1.0, 1.0, 0.0, 0.0, 1.5]
@@ -116,7 +116,7 @@ def test_groups_are_normalised_separately_and_a_flat_group_adds_nothing():
 
 
 def test_the_recipe_trains_and_reports_its_metrics(tiny_cfg_overrides):
-    from rlvr.train.run import train
+    from rlvr.run.train import train
 
     summary = train(load_config(recipe="grpo_vps", overrides=tiny_cfg_overrides + ["train.steps=2", "sft.steps=0",
                                                                                     "algorithm.kl.coef=0"]))

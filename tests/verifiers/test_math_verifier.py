@@ -152,7 +152,7 @@ def test_registration():
         assert v(Example("r", "q", "72"), "#### 72").reward == 1.0
     finally:
         v.close()
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
 
     cfg = load_config(overrides=["task.name=jsonl", "task.train_path=x.jsonl", "task.verifier=math"])
     assert cfg.task.params.verifier == "math"

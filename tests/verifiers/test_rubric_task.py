@@ -9,11 +9,11 @@ import torch
 from safetensors.torch import load_file
 
 import rlvr.tasks.scoring as scoring_mod
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.tasks import TASKS, DataError
 from rlvr.tasks.rubric_task import RubricTaskParams, rubric_task
 from rlvr.tasks.scoring import TIMEOUT, Scorer
-from rlvr.train.run import resume, train
+from rlvr.run.train import resume, train
 from rlvr.verifiers.rubric import PolicyAwareRubric, RubricVerifier
 
 # criteria a random character-level model satisfies some of the time, so groups carry contrast

@@ -15,7 +15,7 @@ critic's heads, ``algorithm.critic``):
             masked_whiten; the mean is subtracted)
 
 With gamma = lambda = 1 (verl's defaults) A_t = R - V_t. Groups play no part: the critic is the baseline. The
-critic itself trains on G (:mod:`rlvr.train.critic`, from the same :func:`gae` of its own heads' values).
+critic itself trains on G (:mod:`rlvr.learners.critic`, from the same :func:`gae` of its own heads' values).
 """
 
 from __future__ import annotations

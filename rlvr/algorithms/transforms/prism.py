@@ -3,7 +3,7 @@
 Wang et al. 2026, "Beyond SFT-to-RL: Pre-alignment via Black-Box On-Policy Distillation for Multimodal RL"
 (PRISM), arXiv:2604.28123; code ``XIAO4579/PRISM``, ``verl/trainer/ppo/core_algos.py::
 compute_grpo_multi_reward_advantage``. PRISM inserts an alignment stage between SFT and RLVR in which the
-policy plays a response-level adversarial game against a discriminator (:mod:`rlvr.train.discriminator`)
+policy plays a response-level adversarial game against a discriminator (:mod:`rlvr.learners.discriminator`)
 with a perception expert and a reasoning expert. Per completion i of group g, with the discriminator's
 scores ``c_i`` (perception: the response's ``<caption>`` span) and ``r_i`` (reasoning: the rest), and
 ``F_i = 1`` when the response breaks the format (its scores are then 0):

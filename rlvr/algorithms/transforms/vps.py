@@ -4,7 +4,7 @@
 Zhu, Weng, Wu, Tan, Chen, Tao, Bai, Hou, Shang, Zhang 2026, "GRPO-VPS: Enhancing Group Relative Policy
 Optimization with Verifiable Process Supervision for Effective Reasoning", arXiv:2604.20659 (METHODS H8;
 no code). After each segment of a completion the trainer probes the policy's belief in the gold answer,
-``b_k`` (mean log-prob of the answer after an answer-eliciting suffix; :mod:`rlvr.train.beliefs`, extras
+``b_k`` (mean log-prob of the answer after an answer-eliciting suffix; :mod:`rlvr.passes.belief`, extras
 ``belief_progress`` = b_k - b_{k-1} and ``belief_segment`` = k on each token of segment k). Then
 
     Delta_{i,k} = b_{i,k} - b_{i,k-1}                               the segment's progress

@@ -1,0 +1,1 @@
+"""Models trained beside the policy (a critic, PRISM's discriminator, PROPA's process reward model)."""

@@ -1,0 +1,1 @@
+"""Vision-language model families: how each encodes image prompts."""

@@ -1,0 +1,1 @@
+"""Rollout strategies (``rollout.strategy``): how a step's rollouts are produced around an engine."""

@@ -1,0 +1,284 @@
+"""``rlvr train``: set up a run directory, warm up with SFT, train with RL, evaluate, summarise.
+
+A fresh run writes ``config.yaml`` (the resolved config, which reproduces the run) before any work;
+``resume`` reloads it from the run directory, restores the newest checkpoint and continues. A run directory
+is locked while a process writes to it (:mod:`rlvr.run.rundir`). Ctrl-C and SIGTERM finish the step (or
+SFT step) in progress and save before exiting (:mod:`rlvr.run.interrupt`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+from rlvr.config.run import RunConfig, dump_config, load_config, needs_reference
+from rlvr.models.loading import ModelConfig, load_model
+from rlvr.models.lora import is_adapter_dir, load_adapter
+from rlvr.models.vision import save_tokenizer
+from rlvr.rollout.contexts import context_examples
+from rlvr.rollout.wrappers import load_engine_files
+from rlvr.tasks.base import Task
+from rlvr.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from rlvr.distributed.world import World, check_world, init_world
+from rlvr.run.interrupt import deferred_interrupt
+from rlvr.run.logging import NullDisplay, ProgressDisplay
+from rlvr.run.rl_phase import _eval_at, _run_rl, _stateful, load_state, run_eval, sharded_loader
+from rlvr.run.rundir import lock_run_dir, make_run_dir, run_dir_path
+from rlvr.run.setup import build_components, build_engine, build_task, pick_device, prepare, seed_everything
+from rlvr.sft.supervised import sft
+from rlvr.sft.ssb import curate, distill, write_rows
+
+__all__ = ["train", "resume", "build_task", "build_components", "run_eval", "seed_everything", "pick_device",
+           "make_run_dir", "eval_model", "run_sft", "_stateful"]
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _sft_examples(task: Task):
+    """The task's ``sft`` split when it has one (e.g. teacher-written targets), else its train split."""
+    return task.examples("sft" if "sft" in task.splits else "train")
+
+
+def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: World | None = None) -> dict[str, Any]:
+    """SFT with progress; Ctrl-C or SIGTERM finishes the SFT step, saves the model to ``save_to`` and raises
+    ``KeyboardInterrupt`` saying where it is and how to continue from it."""
+    t0 = time.perf_counter()
+    world = world or World()
+    extra: dict[str, Any] = {}
+    s = cfg.sft
+    if s.method == "ssb":  # curate the model's own robust solutions, then distil them (rlvr.sft.ssb)
+        rows = _ssb_rows(cfg, model, tok, task, save_to.parent, world)
+        extra["ssb_rows"] = len(rows)
+        train_fn = partial(distill, model, tok, rows, s.ssb)
+    else:
+        examples = _sft_examples(task)
+        if s.under_contexts:  # MEML-GRPO's first stage: every example under each expert prompt too
+            if not cfg.rollout.contexts.num_contexts:
+                raise ValueError("sft.under_contexts trains on the rollout.contexts prompts; set "
+                                 "rollout.contexts.num_contexts")
+            examples = examples + [e for ex in examples for e in context_examples(ex, cfg.rollout.contexts)]
+        train_fn = partial(sft, model, tok, examples)
+    bar = ProgressDisplay("SFT", s.steps, every=50) if world.main else NullDisplay()
+    with deferred_interrupt("this SFT step") as interrupted:
+        try:
+            losses = train_fn(s.steps, s.batch_size, s.lr, s.warmup_steps, seed=cfg.seed,
+                              chat_template=cfg.model.chat_template, micro_batch_size=cfg.train.micro_batch_size,
+                              on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"),
+                              stop=lambda: interrupted() is not None)
+        finally:
+            bar.close()
+        stop = world.any(interrupted())  # a signal on any rank stops every rank; rank 0 saves its model
+        if stop:
+            if world.main:
+                model.save_pretrained(save_to, safe_serialization=True)
+                save_tokenizer(tok, save_to)
+                (save_to / "sft_progress.json").write_text(json.dumps(
+                    {"steps_done": len(losses), "steps": cfg.sft.steps, "final_loss": losses[-1] if losses else None}))
+            raise KeyboardInterrupt(
+                f"{stop} during SFT after step {len(losses)} of {cfg.sft.steps}; the partly trained model "
+                f"is saved in {save_to}. Continue from it with --set model.path={save_to} "
+                f"--set sft.steps={cfg.sft.steps - len(losses)}")
+    return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": losses[-1] if losses else None,
+            "sft_steps": len(losses), **extra}
+
+
+def _ssb_rows(cfg: RunConfig, model, tok, task: Task, out: Path, world: World) -> list:
+    """SSB's curated rows (written to ``out/ssb_data.jsonl``), with progress."""
+    c = cfg.sft.ssb
+    engine = build_engine(cfg, model, tok, cfg.rollout.batch_size)
+    examples = _sft_examples(task)
+    n = min(len(examples), c.max_problems or len(examples))
+    bar = ProgressDisplay("SSB curation", n, every=max(1, n // 10)) if world.main else NullDisplay()
+    try:
+        rows = curate(engine, task, tok, examples, c, c.max_new_tokens or cfg.rollout.max_new_tokens, cfg.seed,
+                      on_progress=lambda i, _n: bar.update(i, "problems"))
+    finally:
+        bar.close()
+    if world.main:
+        write_rows(rows, out / "ssb_data.jsonl")
+        if not rows:
+            print("SSB: no problem had both a correct and a wrong attempt and a correct robust solution; the "
+                  "warm-up distils nothing (more rollouts, or a model that solves some problems, help)",
+                  file=sys.stderr)
+    return rows
+
+
+def _world(cfg: RunConfig) -> World:
+    """The data-parallel group this process runs in (size 1 outside torchrun), checked against the config."""
+    d = cfg.train.distributed
+    world = init_world(d.backend, d.timeout_s, d.strategy)
+    check_world(cfg, world)
+    return world
+
+
+def _main_only(world: World, ctx) -> contextlib.AbstractContextManager:
+    return ctx if world.main else contextlib.nullcontext()
+
+
+def train(cfg: RunConfig, model=None, tokenizer=None, task: Task | None = None) -> dict[str, Any]:
+    """A fresh run: SFT warm-up (if ``sft.steps``), eval, RL, eval, plot, summary. A model object (with its
+    tokenizer) or a task object may be given instead of the config's. Under torchrun every rank calls this;
+    rank 0 creates, locks and writes the run directory."""
+    world = _world(cfg)
+    cfg = cfg.model_copy(update={"out": world.broadcast(str(run_dir_path(cfg)))})
+    with _main_only(world, lock_run_dir(cfg.out)):
+        if world.main:
+            cfg, out = make_run_dir(cfg)
+        world.barrier()
+        out = Path(cfg.out)
+        p = prepare(cfg, model, tokenizer, task, world=world)
+        extra: dict[str, Any] = {"prompts": p.prompts.splits}
+        if cfg.sft.steps:  # replicated on every rank
+            extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out / "sft_model", world))
+        world.sync_params(p.model)  # rank 0's weights on every rank (before the reference copy)
+        ref = None
+        if needs_reference(cfg):
+            if world.main:
+                p.model.save_pretrained(out / "reference", safe_serialization=True)
+                save_tokenizer(p.tokenizer, out / "reference")
+            ref = copy.deepcopy(p.model).eval().requires_grad_(False)
+        if cfg.model.lora.rank and world.main:  # the frozen base, once: checkpoints then hold the adapter only
+            p.model.save_pretrained(out / "lora_base", safe_serialization=True)
+            save_tokenizer(p.tokenizer, out / "lora_base")
+        seed_everything(cfg.seed)
+        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
+        with world.full_weights(c.update_module):
+            extra["eval_before"] = _eval_at(cfg, c.engine, p.task, out, 0) if world.main else None
+        return _run_rl(cfg, out, c, 0, extra)
+
+
+def resume(path: str | Path, overrides: list[str] | None = None, task: Task | None = None) -> dict[str, Any]:
+    """Continue the run at ``path`` (a run directory or one of its checkpoints); under torchrun on every rank
+    (the world size may differ from the one that wrote the checkpoint)."""
+    path = Path(path)
+    if not list_checkpoints(path) and (path / "sft_model" / "sft_progress.json").is_file():
+        done = json.loads((path / "sft_model" / "sft_progress.json").read_text())
+        raise FileNotFoundError(
+            f"{path} was stopped during its SFT warm-up (step {done['steps_done']} of {done['steps']}), before any "
+            f"RL checkpoint. Start a new run from the saved model: rlvr train -c {path / 'config.yaml'} --out NEW_DIR "
+            f"--set model.path={path / 'sft_model'} --set sft.steps={done['steps'] - done['steps_done']}")
+    ckpt = latest_checkpoint(path)
+    run_dir = ckpt.parent.parent
+    cfg = load_config(run_dir / "config.yaml", overrides)
+    world = _world(cfg)
+    with _main_only(world, lock_run_dir(run_dir)):
+        world.barrier()  # every rank read config.yaml before rank 0 rewrites it
+        state = json.loads((ckpt / "state.json").read_text())
+        step = int(state["step"])
+        if step >= cfg.train.steps and (run_dir / "summary.json").is_file():
+            if world.main:
+                _say(f"{run_dir} is already complete (step {step} of {cfg.train.steps}); nothing to do. Train "
+                     f"longer with: rlvr train --resume {run_dir} --set train.steps=N")
+            return json.loads((run_dir / "summary.json").read_text())
+        if overrides and world.main:
+            (run_dir / "config.yaml").write_text(dump_config(cfg))
+        if world.main:
+            _say(f"resuming {run_dir} from {ckpt.name} (step {step} of {cfg.train.steps})")
+        adapter = is_adapter_dir(ckpt / "model")
+        weights = run_dir / "lora_base" if adapter else ckpt / "model"
+        p = prepare(cfg, task=task, model_cfg=ModelConfig(path=str(weights), dtype=cfg.model.dtype,
+                                                          chat_template=cfg.model.chat_template), world=world)
+        if adapter:
+            load_adapter(p.model, ckpt / "model")
+        ref = None
+        if needs_reference(cfg):
+            ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype))
+            ref = ref.to(p.device).eval().requires_grad_(False)
+        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
+        state = load_checkpoint(ckpt, c.optimizer, c.scheduler, sharded_loader(c))
+        load_state(c, state)
+        for side in (c.critic, c.discriminator):  # the models trained beside the policy
+            if side is not None:
+                side.load(ckpt)
+        load_engine_files(c.engine, ckpt)  # files the engine wrappers keep (PROPA's process reward model)
+        extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds", "prompts")
+                 if k in state}
+        return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
+
+
+def _resolve_model_dir(path: str | Path) -> Path:
+    """A model directory from a HF dir, a checkpoint dir, or a run dir (its newest checkpoint)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"--model {path}: no such file or directory")
+    if (path / "config.json").is_file() or is_adapter_dir(path):
+        return path
+    if (path / "model" / "config.json").is_file() or is_adapter_dir(path / "model"):
+        return path / "model"
+    if not list_checkpoints(path):
+        raise FileNotFoundError(f"--model {path}: neither a model directory (no config.json) nor a run directory "
+                                "with checkpoints")
+    return latest_checkpoint(path) / "model"
+
+
+def eval_model(cfg: RunConfig, model_path: str | Path | None = None, on_progress=None,
+               model=None, tokenizer=None, task: Task | None = None) -> dict[str, Any]:
+    """Evaluate ``model_path`` (or a model object, or the config's model) on the task's eval split
+    (per-prompt records included)."""
+    resolved = None if model_path is None else _resolve_model_dir(model_path)
+    adapter = resolved is not None and is_adapter_dir(resolved)
+    weights = resolved.parents[2] / "lora_base" if adapter else resolved  # a checkpoint's adapter: its run's base
+    mcfg = None if resolved is None else ModelConfig(path=str(weights), dtype=cfg.model.dtype,
+                                                     chat_template=cfg.model.chat_template)
+    p = prepare(cfg, model, tokenizer, task, model_cfg=mcfg, check_scoring=False)
+    if adapter:
+        load_adapter(p.model, resolved)
+    engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
+    if cfg.eval.search.name == "prm":
+        engine = _prm_search(cfg, engine, p.model, p.tokenizer, resolved)
+    name = str(model_path or ("model object" if model is not None else cfg.model.path or "tiny"))
+    return {"model": name, "task": cfg.task.name if task is None else task.name,
+            **run_eval(cfg, engine, p.task, on_progress=on_progress)}
+
+
+def _prm_search(cfg: RunConfig, engine, model, tokenizer, resolved: Path | None):
+    """``engine`` inside PROPA's step-level best-of-N search, scored by the process reward model of
+    ``eval.search.prm`` (a checkpoint or run directory), else of the evaluated checkpoint."""
+    from rlvr.learners.prm import PRM_DIR, ProcessRewardModel
+    from rlvr.eval.prm_search import PRMSearchWrapper
+
+    s = cfg.eval.search
+    where = Path(s.prm) if s.prm else (resolved.parent if resolved is not None and resolved.name == "model" else None)
+    if where is not None and not (where / PRM_DIR).is_dir() and (where / "checkpoints").is_dir():
+        where = latest_checkpoint(where)
+    if where is None or not (where / PRM_DIR).is_dir():
+        raise FileNotFoundError(f"eval.search prm: no process reward model at {where or 'the evaluated model'} "
+                                f"(a checkpoint of a run with rollout.strategy propa and prm: true holds {PRM_DIR}/); "
+                                "set eval.search.prm")
+    prm = ProcessRewardModel(model, tokenizer.pad_token_id)
+    prm.load(where, optimizer=False)
+    return PRMSearchWrapper(engine, tokenizer, prm.score, s.candidates, s.max_steps, s.step_tokens, s.delimiter,
+                           s.terminal)
+
+
+def run_sft(cfg: RunConfig, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Supervised fine-tuning alone: writes ``OUT/model`` (a HF directory) and ``OUT/sft.json``. Ctrl-C or
+    SIGTERM saves the model trained so far to ``OUT/model`` and says so."""
+    if cfg.sft.steps == 0:
+        raise ValueError("sft.steps is 0: nothing to train")
+    from datetime import datetime
+
+    out = Path(cfg.out) if cfg.out else Path("runs") / datetime.now().strftime("sft-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    with lock_run_dir(out):
+        cfg = cfg.model_copy(update={"out": str(out)})
+        (out / "config.yaml").write_text(dump_config(cfg))
+        p = prepare(cfg, check_scoring=False)
+        done = _sft_phase(cfg, p.model, p.tokenizer, p.task, out / "model")
+        p.model.save_pretrained(out / "model", safe_serialization=True)
+        save_tokenizer(p.tokenizer, out / "model")
+        engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
+        with ProgressDisplay.standalone("eval") as progress:
+            ev = run_eval(cfg, engine, p.task, on_progress=progress)
+        result = {"model_dir": str(out / "model"), "steps": cfg.sft.steps, "final_loss": done["sft_final_loss"],
+                  "seconds": done["sft_seconds"], "eval": {k: v for k, v in ev.items() if k != "per_prompt"}}
+        (out / "sft.json").write_text(json.dumps(result, indent=2))
+        return result

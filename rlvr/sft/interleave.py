@@ -1,0 +1,118 @@
+"""Interleaved SFT and RL phases (``sft.interleave_every``): supervised steps between RL steps.
+
+After every ``interleave_every``-th RL step's update (and before the rollout engine receives the new
+weights) the policy takes ``interleave_steps`` SFT steps on the task's reference completions (its ``sft``
+split when it has one, else ``train``), the warm-up's data and loss (:func:`rlvr.sft.supervised.sft`), at
+``interleave_lr`` (when unset, the RL phase's own ``optim.lr``: a phase runs inside RL, and the warm-up's rate,
+often far higher, would undo the RL steps between phases), the RL phase then continuing from the result. This is the
+supervised half of methods that alternate SFT with RLVR (PROPA's interleaved SFT, MEML-GRPO's
+periodic SFT).
+
+With ``sft.interleave_source: rollouts`` a phase trains instead on the rows the training engine's rollout
+strategy gathered since the last phase (:func:`rlvr.rollout.wrappers.collect_sft_rows`: PROPA's paths to
+correct answers and, for questions its search never solved, their reference solutions); a phase with no
+rows is skipped. Those rows come from the rollouts, which a resumed run regenerates identically.
+
+Under ``torchrun`` (DDP) every rank runs the same phase on the same rows with the same seed (rows from
+the rollouts are gathered from every rank first, in rank order), and rank 0's weights are then broadcast,
+so the replicas stay equal. With FSDP a rank holds a shard: before a phase the shards are gathered into a
+whole copy of the policy (made before sharding), every rank runs the phase on it as under DDP, and each
+rank then takes its own shard of rank 0's result (:func:`rlvr.distributed.fsdp.scatter_from`). The phase holds
+the whole model and its AdamW state on every rank, as under DDP.
+
+Each phase has its own AdamW, fresh, with a constant learning rate, and draws its batches with a seed of
+(run seed, RL step): a phase depends only on the weights it starts from and its step, so a resumed run
+repeats exactly what the uninterrupted one did, with no state to checkpoint. Metrics: ``sft/loss`` (the
+phase's mean loss) and ``sft/steps`` at the steps with a phase.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rlvr.rollout.wrappers import collect_sft_rows
+from rlvr.distributed.world import World
+from rlvr.train.loop import step_seed
+from rlvr.sft.supervised import sft, sft_rows
+
+__all__ = ["interleaved_sft"]
+
+
+def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None, world: World | None = None,
+                    whole: Any = None) -> Callable[[int], dict[str, float]] | None:
+    """The phase to run after each RL step's update (a no-op at steps without one), or None when off;
+    ``engine``: the training engine, whose strategy supplies the rows with ``interleave_source: rollouts``;
+    ``world``: the data-parallel group, whose replicas (DDP) or shards (FSDP) every phase leaves consistent;
+    ``whole``: with FSDP, a plain copy of the policy made before sharding, which the phases train."""
+    every = cfg.sft.interleave_every
+    if not every:
+        return None
+    world = world or World()
+    if world.sharded and whole is None:
+        raise ValueError("interleaved SFT with FSDP needs a whole copy of the policy made before sharding")
+    trained = whole if world.sharded else model
+    phase = (_rollout_phase(cfg, trained, tokenizer, engine, every, world) if cfg.sft.interleave_source == "rollouts"
+             else _reference_phase(cfg, trained, tokenizer, task, every))
+    if not world.distributed:
+        return phase
+    if world.sharded:
+        from rlvr.distributed.fsdp import gather_into, scatter_from
+
+        def sharded(step: int) -> dict[str, float]:
+            if (step + 1) % every == 0:  # a phase runs: the whole current policy on every rank
+                gather_into(whole, model)
+            out = phase(step)
+            if out.get("sft/steps"):  # every rank ran the same phase: each takes its shard of rank 0's result
+                scatter_from(whole, model)
+            return out
+
+        return sharded
+
+    def replicated(step: int) -> dict[str, float]:
+        out = phase(step)
+        if out.get("sft/steps"):  # the same phase ran on every rank: rank 0's result, bit for bit, everywhere
+            world.sync_params(model)
+        return out
+
+    return replicated
+
+
+def _reference_phase(cfg: Any, model, tokenizer, task, every: int) -> Callable[[int], dict[str, float]]:
+    split = "sft" if "sft" in task.splits else "train"
+    examples = [ex for ex in task.examples(split) if ex.sft_target]
+    if not examples:
+        raise ValueError(f"sft.interleave_every={every}: the task's {split!r} split has no reference completions "
+                         "(Example.sft_target) to train on")
+    lr = cfg.sft.interleave_lr or cfg.optim.lr
+    rows = sft_rows(tokenizer, examples, cfg.model.chat_template)  # tokenised once, trained on every phase
+
+    def phase(step: int) -> dict[str, float]:
+        if (step + 1) % every:
+            return {}
+        losses = sft(model, tokenizer, examples, cfg.sft.interleave_steps, cfg.sft.batch_size, lr,
+                     seed=step_seed(cfg.seed, step, salt=7), chat_template=cfg.model.chat_template,
+                     micro_batch_size=cfg.train.micro_batch_size, schedule="constant", rows=rows)
+        return {"sft/loss": sum(losses) / len(losses), "sft/steps": float(len(losses))}
+
+    return phase
+
+
+def _rollout_phase(cfg: Any, model, tokenizer, engine: Any, every: int, world: World
+                   ) -> Callable[[int], dict[str, float]]:
+    lr = cfg.sft.interleave_lr or cfg.optim.lr
+    pending: list[Any] = []
+
+    def phase(step: int) -> dict[str, float]:
+        # every step's rows (every rank's, in rank order), trained at the next phase
+        pending.extend(row for rows in world.gather(collect_sft_rows(engine)) for row in rows)
+        if (step + 1) % every:
+            return {}
+        rows, pending[:] = list(pending), []
+        if not rows:
+            return {"sft/rows": 0.0}
+        losses = sft(model, tokenizer, None, cfg.sft.interleave_steps, cfg.sft.batch_size, lr,
+                     seed=step_seed(cfg.seed, step, salt=7), chat_template=cfg.model.chat_template,
+                     micro_batch_size=cfg.train.micro_batch_size, schedule="constant", rows=rows)
+        return {"sft/loss": sum(losses) / len(losses), "sft/steps": float(len(losses)), "sft/rows": float(len(rows))}
+
+    return phase
