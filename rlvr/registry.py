@@ -74,7 +74,7 @@ class Registry(Generic[F]):
     def register(self, name: str, params: type[Params] = Params, check: Check | None = None,
                  state: StateFactory | None = None, needs: tuple[str, ...] | frozenset[str] = (),
                  active: Active | None = None, traits: tuple[str, ...] | frozenset[str] = (),
-                 provides: tuple[str, ...] | frozenset[str] = ()) -> Callable[[F], F]:
+                 provides: tuple[str, ...] | frozenset[str] = (), module: str | None = None) -> Callable[[F], F]:
         """Decorator registering ``fn`` under ``name``; a second registration of a name fails.
 
         ``check(run_config, params)`` returns the reasons this component cannot work with the rest of a run's
@@ -82,16 +82,19 @@ class Registry(Generic[F]):
         ``state(params)`` makes the explicit state of a component that keeps some across steps (a history
         anchor, a learned probe, dual variables); the function then receives it as a third argument and the
         trainer saves it in checkpoints. ``needs`` names the extra per-batch tensors the component reads
-        (see :mod:`rlvr.train.extras`), which the trainer computes only when some component asks for them.
+        (see :mod:`rlvr.algorithms.extra_producers`), which the trainer computes only when some component asks
+        for them.
         ``active(params, step)`` (transforms only) returns False at steps where the component is the identity
         (a weight schedule that reached 0): the trainer then skips it and the extra passes it needs.
         ``traits`` names behaviour the component asks of the trainer rather than tensors it reads (an
         objective that keeps groups whole, reduces its own loss, or clips through the clip rule).
         ``provides`` names the score components a component writes for others to read (the AERO allocator's
         ``prior_pass_rate``, read by the AERO advantage): the channel between them is part of the contract.
+        ``module``: the module that registers it (default: the caller's), for a helper that registers for its
+        caller.
         """
 
-        module = sys._getframe(1).f_globals.get("__name__", "")
+        module = module if module is not None else sys._getframe(1).f_globals.get("__name__", "")
 
         def deco(fn: F) -> F:
             if name in self._entries:

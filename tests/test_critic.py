@@ -187,7 +187,8 @@ def test_with_a_lora_policy_the_critic_trains_adapters_of_its_own_on_the_merged_
         for n, p in model.named_parameters():
             if "lora_B" in n:
                 p.normal_(0, 0.1)
-    critic = type(c.critic)(model, cfg.algorithm.critic, "cpu", 4)
+    critic = next(x for x in c.learners if isinstance(x, Critic))
+    critic = type(critic)(model, cfg.algorithm.critic, "cpu", 4)
     trainable = {n for n, p in critic.net.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n or n.startswith("head.") for n in trainable)
     assert any(n.startswith("head.") for n in trainable) and any("lora_" in n for n in trainable)

@@ -6,7 +6,6 @@ parts computed separately, and two real steps of the recipe."""
 import copy
 import json
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,10 +18,12 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.tasks.preference_pairs import (PairDataError, PreferencePair, pair_rows, parse_pair, read_pairs,
+from rlvr.passes.pairs import (PairDataError, PreferencePair, pair_rows, parse_pair, read_pairs,
                                            sample_pairs)
-from rlvr.train.loop import settings, step_seed
-from rlvr.train.pairs import with_pairs
+from rlvr.core.seeds import step_seed
+from rlvr.train.loop import settings
+from rlvr.algorithms.extra_producers import SideContext
+from rlvr.passes.pairs import attach_pairs, pairs_of, with_pairs
 from rlvr.train.update import update_policy
 
 F64 = torch.float64
@@ -191,8 +192,9 @@ def test_a_step_draws_the_same_pairs_in_a_fresh_process(tmp_path):
     batch = build_batch([Completion("e", [5, 6], [7], None, "stop", "")], [0.0], tok.pad_token_id)
 
     def rows(step):
-        c = SimpleNamespace(tokenizer=tok, ref_model=ref, device=torch.device("cpu"), pair_sources={})
-        out = with_pairs(cfg, c, batch, settings(cfg), step, step_seed(cfg.seed, step, salt=3)).pairs[0]
+        ctx = SideContext(step, step_seed(cfg.seed, step, salt=3), tok, torch.device("cpu"), settings(cfg),
+                          cfg.algorithm, ref_model=ref)  # a fresh memo: nothing cached
+        out = pairs_of(with_pairs(ctx, batch), 0)
         return out
 
     a, b = rows(2), rows(2)
@@ -200,8 +202,7 @@ def test_a_step_draws_the_same_pairs_in_a_fresh_process(tmp_path):
     assert a.chosen.size == 4 and a.chosen.ref_logp.shape == a.chosen.completion_mask.shape
     assert len({tuple(rows(s).chosen.input_ids.flatten().tolist()) for s in range(4)}) > 1
     with pytest.raises(ValueError, match="reference model"):
-        with_pairs(cfg, SimpleNamespace(tokenizer=tok, ref_model=None, device="cpu", pair_sources={}), batch,
-                   settings(cfg), 0, 0)
+        with_pairs(SideContext(0, 0, tok, "cpu", settings(cfg), cfg.algorithm, ref_model=None), batch)
 
 
 # --- the mix in the update ----------------------------------------------------------------------------------
@@ -220,7 +221,7 @@ def _rl_batch(tok, model, ref):
         rows = rows.with_ref(completion_logprobs(ref, rows.chosen)[0], completion_logprobs(ref, rows.rejected)[0])
     from dataclasses import replace
 
-    return replace(batch, advantages=adv, ref_logp=ref_lp, pairs={0: rows})
+    return attach_pairs(replace(batch, advantages=adv, ref_logp=ref_lp), {0: rows})
 
 
 def _cfg(alpha, micro):
@@ -248,7 +249,7 @@ def test_the_update_mixes_alpha_fgrpo_and_one_minus_alpha_preference():
     logp, _ = completion_logprobs(model, batch)
     l_rl, _ = f_grpo(ObjectiveInputs(logp, logp.detach(), batch.advantages, batch.completion_mask,
                                      group_index=batch.group_index, ref_logp=batch.ref_logp), FGRPOParams(beta=0.5))
-    rows = batch.pairs[0]
+    rows = pairs_of(batch, 0)
     lc, _ = completion_logprobs(model, rows.chosen)
     lr, _ = completion_logprobs(model, rows.rejected)
     l_pref, _ = f_preference(_x(lc, rows.chosen.ref_logp, lr, rows.rejected.ref_logp, rows.chosen.completion_mask,
@@ -272,7 +273,7 @@ def test_a_batch_without_pairs_is_a_clear_error():
     from dataclasses import replace
 
     tok, model, ref = _models()
-    batch = replace(_rl_batch(tok, model, ref), pairs=None)
+    batch = replace(_rl_batch(tok, model, ref), side=())
     with pytest.raises(ValueError, match="trains on preference pairs, and this batch carries none"):
         _update(model, batch, _cfg(0.5, micro=8))
 
@@ -306,7 +307,7 @@ def test_the_recipe_trains_two_real_steps(tmp_path):
         assert all(math.isfinite(m[k]) for k in ("loss", "grad_norm", "critic", "loss_term/f_preference",
                                                  "loss_term/f_preference/critic_rejected")), m
         assert m["loss_term/f_preference_weight"] == pytest.approx(0.5)
-    assert out["c"].ref_model is not None and len(out["c"].pair_sources) == 1  # read once
+    assert out["c"].ref_model is not None and len(out["c"].memo) == 1  # read once
     assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
 
 

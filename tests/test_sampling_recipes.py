@@ -12,7 +12,8 @@ from rlvr.config.run import load_config
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.engines.base import ENGINES
 from rlvr.sampling import build_data
-from rlvr.train.loop import Components, step_seed
+from rlvr.core.seeds import step_seed
+from rlvr.train.loop import Components
 from rlvr.train.rollouts import collect_rollouts
 from rlvr.run.train import build_task, resume, train
 from rlvr.sft.supervised import sft

@@ -307,7 +307,7 @@ def test_jsonl_rows_with_image_paths_inline_images_and_chat_parts(tmp_path):
 
 def test_image_placeholder_tokens_are_never_sampled_and_have_no_probability(vlm):
     from rlvr.models.vision import suppressed_tokens
-    from rlvr.train.extras import token_statistics
+    from rlvr.passes.policy import token_statistics
 
     model, tok = vlm
     banned = set(suppressed_tokens(model))

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from rlvr.core.types import Completion, Example
-from rlvr.train.extras import teacher_completions
+from rlvr.passes.teacher import teacher_completions
 
 from tests.methods.helpers import run_recipe_steps
 from tests.methods.seed_support import BINARY

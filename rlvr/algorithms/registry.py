@@ -16,13 +16,15 @@ __all__ = [
     "ADVANTAGES", "OBJECTIVES", "AGGREGATIONS", "KL_ESTIMATORS", "CORRECTIONS", "CorrectionInputs",
     "AdvantageInputs", "ObjectiveInputs", "AggregationInputs", "ObjectiveOutput", "aggregate",
     "REWARD_TRANSFORMS", "ADVANTAGE_TRANSFORMS", "CLIP_RULES", "TransformInputs", "TransformOutput",
-    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "TRAITS", "FLAGS", "call", "token_advantages",
+    "ClipInputs", "ClipBounds", "EXTRAS", "ROW_EXTRAS", "TRAITS", "SIDE_ROW_TRAITS", "FLAGS", "call",
+    "token_advantages",
     "row_coefficients", "objective_loss_shape", "ShapingInputs", "MaskInputs",
     "GroupFilterInputs", "REWARD_SHAPERS", "MASK_TRANSFORMS", "GROUP_FILTERS",
 ]
 
 # Extra per-batch tensors a component may request with ``needs=`` at registration. The trainer computes
-# only those some configured component asks for (rlvr.train.extras); all are detached.
+# only those some configured component asks for, each with its registered producer
+# (rlvr.algorithms.extra_producers); all are detached.
 EXTRAS = {
     "old_logp": "[N, T] log-probs of the sampling policy, recomputed by the trainer before the update",
     "ref_logp": "[N, T] log-probs under the frozen reference model (loads one even when kl.coef is 0)",
@@ -88,12 +90,20 @@ TRAITS = {
                     "corrections cannot apply",
     "token_level": "the advantage estimator returns per-token advantages [N, T] (the others return one per "
                    "completion, [N])",
-    "context_logp": "a loss term reads the policy's log-probs of each completion after its plain prompt "
-                    "(RolloutBatch.context), with gradient, as extras['context_logp'] (one more forward)",
+    "context_logp": "a loss term reads the policy's log-probs of each completion after its plain prompt, with "
+                    "gradient, as extras['context_logp'] (side rows 'context', built by rlvr.rollout.contexts; one "
+                    "more forward)",
     "pair_batch": "a loss term on off-policy preference pairs (params: loss_terms.base.PairSourceParams): each RL step "
-                  "the trainer draws pairs_per_step pairs of its file (rlvr.train.pairs) with their reference "
+                  "the trainer draws pairs_per_step pairs of its file (rlvr.passes.pairs) with their reference "
                   "log-probs; once per minibatch the update runs the policy over them, with gradient, and passes "
                   "extras pair_{chosen,rejected}_{logp,ref_logp,mask} [K, T]; the term returns a 0-dim loss",
+}
+# The traits whose loss terms read side rows (rlvr.core.batch.SideRows), and what a batch without them lacks
+# (the update's error names the term and this).
+SIDE_ROW_TRAITS = {
+    "context_logp": "needs completions sampled under a context (rollout.contexts), and this batch has none",
+    "pair_batch": "trains on preference pairs, and this batch carries none (rlvr.passes.pairs.with_pairs attaches "
+                  "them)",
 }
 FLAGS = frozenset(TRAITS)  # the trait names (kept for code that subtracted them from needs)
 ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row rather than one value per token

@@ -2,7 +2,8 @@
 
 Layout: prompts are left-padded to ``P`` columns and completions right-padded to ``T`` columns, so every
 completion starts at column ``P`` of ``input_ids [N, P+T]``. Per-token tensors (``completion_mask``,
-``old_logp``, ``ref_logp``, ``advantages``, ``behaviour_logp``) are ``[N, T]``.
+``old_logp``, ``ref_logp``, ``advantages``, ``behaviour_logp``) are ``[N, T]``. Rows some loss terms score
+beside the batch's ride along as :class:`SideRows`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,37 @@ from rlvr.core.types import Completion
 from rlvr.core.vision import BatchVision
 from rlvr.lazy import torch
 
-__all__ = ["RolloutBatch", "build_batch", "with_plain_context"]
+__all__ = ["RolloutBatch", "SideRows", "build_batch"]
 
 _ROW_EXTRAS = frozenset({"hidden"})  # extras with one vector per row (never trimmed along tokens)
 _PER_ROW = ("input_ids", "attention_mask", "position_ids", "completion_mask", "group_index", "rewards",
             "lengths", "truncated", "behaviour_logp", "old_logp", "ref_logp", "advantages", "loss_coef")
+
+
+@dataclass
+class SideRows:
+    """Rows a loss term scores with the policy beside the batch's, with gradient, inside each micro-batch's own
+    forward call (DDP and FSDP prepare one backward per call); built once per step by the builder of the trait
+    that asks for them (:data:`rlvr.algorithms.extra_producers.SIDE_ROWS`).
+
+    ``trait``: the loss-term trait that asked for them; ``term``: the loss term they belong to (its index in
+    ``algorithm.loss_terms``; None: every term with the trait). ``aligned``: row i is the batch's row i (its
+    completion after another prompt), so the rows are selected, trimmed and moved with the batch's; otherwise
+    they are the step's own rows, scored once per minibatch, in its first micro-batch (``rows`` is None in the
+    others). A term reads their log-probs as ``extras[f"{name}_logp"]`` and each of ``fixed`` as
+    ``extras[f"{name}_{key}"]``.
+    """
+
+    name: str
+    trait: str
+    rows: "RolloutBatch | None"
+    aligned: bool = True
+    term: int | None = None
+    fixed: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def to(self, device) -> "SideRows":
+        return replace(self, rows=None if self.rows is None else self.rows.to(device),
+                       fixed={k: v.to(device) for k, v in self.fixed.items()})
 
 
 @dataclass
@@ -38,11 +65,8 @@ class RolloutBatch:
     advantages: torch.Tensor | None = None  # [N, T]
     loss_coef: torch.Tensor | None = None  # [N, T] aggregation coefficients, set per minibatch
     extras: dict[str, torch.Tensor] = field(default_factory=dict)  # per-row extra tensors ([N, T] or [N, H])
-    context: "RolloutBatch | None" = None  # the same rows after their plain prompts (rollout.contexts)
     vision: BatchVision | None = None  # the rows' images (vision-language prompts)
-    # off-policy preference-pair rows of the loss terms with the pair_batch trait, by term index
-    # (rlvr.tasks.preference_pairs.PairRows): a step-level input, the same in every minibatch and micro-batch
-    pairs: dict | None = None
+    side: tuple[SideRows, ...] = ()  # rows loss terms score beside these (SideRows)
 
     @property
     def size(self) -> int:
@@ -56,9 +80,10 @@ class RolloutBatch:
         """Rows ``idx`` of every per-row tensor (a minibatch or micro-batch)."""
         upd = {f.name: getattr(self, f.name)[idx] for f in fields(self)
                if f.name in _PER_ROW and getattr(self, f.name) is not None}
-        ctx = self.context.select(idx) if self.context is not None else None
+        side = tuple(replace(sd, rows=sd.rows.select(idx)) if sd.aligned and sd.rows is not None else sd
+                     for sd in self.side)
         vision = self.vision.select(idx) if self.vision is not None else None
-        return replace(self, extras={k: v[idx] for k, v in self.extras.items()}, context=ctx, vision=vision, **upd)
+        return replace(self, extras={k: v[idx] for k, v in self.extras.items()}, side=side, vision=vision, **upd)
 
     def trim(self) -> "RolloutBatch":
         """Drop prompt columns that are padding in every row and completion columns past the longest."""
@@ -76,8 +101,9 @@ class RolloutBatch:
         tok_cols = self.completion_mask.shape[1]
         extras = {k: v[:, :t] if v.dim() == 2 and v.shape[1] == tok_cols and k not in _ROW_EXTRAS else v
                   for k, v in self.extras.items()}
-        ctx = self.context.trim() if self.context is not None else None
-        return replace(self, prompt_len=self.prompt_len - lead, extras=extras, context=ctx, **upd)
+        side = tuple(replace(sd, rows=sd.rows.trim()) if sd.aligned and sd.rows is not None else sd
+                     for sd in self.side)
+        return replace(self, prompt_len=self.prompt_len - lead, extras=extras, side=side, **upd)
 
     def minibatches(self, n: int, generator: torch.Generator | None = None,
                     whole_groups: bool = False) -> list["RolloutBatch"]:
@@ -134,10 +160,9 @@ class RolloutBatch:
     def to(self, device: torch.device | str) -> "RolloutBatch":
         upd = {f.name: getattr(self, f.name).to(device) for f in fields(self)
                if isinstance(getattr(self, f.name), torch.Tensor)}
-        ctx = self.context.to(device) if self.context is not None else None
         vision = self.vision.to(device) if self.vision is not None else None
-        return replace(self, extras={k: v.to(device) for k, v in self.extras.items()}, context=ctx, vision=vision,
-                       **upd)
+        return replace(self, extras={k: v.to(device) for k, v in self.extras.items()},
+                       side=tuple(sd.to(device) for sd in self.side), vision=vision, **upd)
 
 
 def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad_id: int) -> RolloutBatch:
@@ -179,14 +204,4 @@ def build_batch(completions: Sequence[Completion], rewards: Sequence[float], pad
         behaviour_logp=blogp,
         vision=BatchVision.from_rows([getattr(c, "vision", None) for c in completions]),
     )
-
-
-def with_plain_context(batch: RolloutBatch, completions: Sequence[Completion], pad_id: int) -> RolloutBatch:
-    """``batch`` with :attr:`RolloutBatch.context` set when some completion was sampled under a context
-    (it has ``plain_prompt_ids``): the same completions after each one's plain prompt; else unchanged."""
-    if not any(getattr(c, "plain_prompt_ids", None) is not None for c in completions):
-        return batch
-    plain = [replace(c, prompt_ids=list(c.plain_prompt_ids)) if getattr(c, "plain_prompt_ids", None) is not None
-             else c for c in completions]
-    return replace(batch, context=build_batch(plain, batch.rewards.tolist(), pad_id).to(batch.input_ids.device))
 

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import torch
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.types import Completion
 
 __all__ = ["turn_tensors"]
@@ -41,3 +42,10 @@ def turn_tensors(completions: Sequence[Completion], mask: torch.Tensor) -> tuple
             index[i, s.start: end] = float(k)
             reward[i, s.start: end] = float(rewards[k - 1]) if k - 1 < len(rewards) else 0.0
     return index.to(mask.device), reward.to(mask.device)
+
+
+@produces("turn_index", "turn_reward")
+def _turns(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """Each token's policy turn and its turn's reward, from the episodes' segments (no model pass)."""
+    index, reward = (x.cpu() for x in turn_tensors(ctx.completions, ctx.batch.completion_mask))
+    return {"turn_index": index, "turn_reward": reward}

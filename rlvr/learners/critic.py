@@ -41,8 +41,10 @@ from typing import Any
 import torch
 
 from rlvr.algorithms.advantages.gae import gae, token_rewards
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.batch import RolloutBatch
 from rlvr.core.optim_state import load_trained, save_trained, trained_meta
+from rlvr.core.seeds import step_seed
 from rlvr.models.logprobs import trunk_hidden
 from rlvr.models.lora import side_trunk
 from rlvr.distributed.world import World
@@ -61,11 +63,12 @@ def value_loss(v: torch.Tensor, old: torch.Tensor, ret: torch.Tensor, clip: floa
 
 
 class Critic:
-    """A value model with ``cfg.heads`` heads on a copy of ``model``'s trunk."""
+    """A value model with ``cfg.heads`` heads on a copy of ``model``'s trunk (a learner: rlvr.learners.base)."""
 
     def __init__(self, model, cfg, device: torch.device, micro_batch_size: int, gamma: float = 1.0,
-                 lam: float = 1.0, bonus: float = 0.0, bonus_clip: float | None = None, world: Any = None):
-        self.cfg, self.micro = cfg, micro_batch_size
+                 lam: float = 1.0, bonus: float = 0.0, bonus_clip: float | None = None, world: Any = None,
+                 seed: int = 0):
+        self.cfg, self.micro, self.seed = cfg, micro_batch_size, seed
         self.world = world if world is not None else World()
         self.gamma, self.lam, self.bonus, self.bonus_clip = gamma, lam, bonus, bonus_clip
         trunk = side_trunk(model)  # with a LoRA policy: merged weights, frozen, adapters of its own
@@ -129,8 +132,13 @@ class Critic:
             r = r + self.bonus * std.double() * mask
         return torch.stack([gae(r, old[..., k], inside, self.gamma, self.lam)[1] for k in range(old.shape[-1])], -1)
 
-    def update(self, batch: RolloutBatch, seed: int) -> dict[str, float]:
-        """Train on ``batch`` (after the policy's update); returns the step's critic metrics."""
+    def update(self, batch: RolloutBatch, step: int = 0, seed: int | None = None) -> dict[str, float]:
+        """Train on ``batch`` (after the policy's update); returns the step's critic metrics ({} for a batch
+        without completion tokens). Bootstrap masks and minibatches are drawn from ``seed``, by default the
+        step's own (:func:`rlvr.core.seeds.step_seed` of the run's seed, salt 2)."""
+        if not batch.completion_mask.any():
+            return {}
+        seed = step_seed(self.seed, step, salt=2) if seed is None else seed
         cfg = self.cfg
         old = self._old_values(batch)
         ret = self.targets(batch, old)
@@ -209,4 +217,11 @@ def build_critic(cfg, model, device: torch.device, world: Any = None, needs: fro
         raise ValueError("algorithm.critic is set but no component reads its values (the gae advantage does)")
     p = cfg.algorithm.advantage.params  # the critic's returns use the advantage's discount, lambda and bonus
     return Critic(model, c, device, cfg.train.micro_batch_size, getattr(p, "gamma", 1.0), getattr(p, "lam", 1.0),
-                  getattr(p, "std_bonus", 0.0), getattr(p, "std_bonus_clip", None), world)
+                  getattr(p, "std_bonus", 0.0), getattr(p, "std_bonus_clip", None), world, cfg.seed)
+
+
+@produces("values", "values_std")
+def _values(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """The critic's values and their spread over heads: one no-grad forward of the critic."""
+    critic = ctx.learner(Critic, "a component reads the critic's values, but the run has no critic (algorithm.critic)")
+    return critic.extras(ctx.batch)

@@ -53,6 +53,7 @@ from typing import Any, Sequence
 
 import torch
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.batch import build_batch
 from rlvr.core.jsonl import iter_jsonl
 from rlvr.core.optim_state import load_trained, save_trained, trained_meta
@@ -190,9 +191,9 @@ class Discriminator:
         return out
 
     # ---- training ------------------------------------------------------------------------------------
-    def update(self) -> dict[str, float]:
+    def update(self, batch: Any = None, step: int = 0) -> dict[str, float]:
         """One optimizer step on the pairs of the rows last scored (after the policy's update); {} when
-        nothing was scored this step."""
+        nothing was scored this step (the rows come from :meth:`extras`, not from ``batch``)."""
         memo, self._memo = self._memo, None
         pairs = []
         for comp, ex, student in memo or ():
@@ -294,3 +295,11 @@ def build_discriminator(cfg, model, tokenizer, task, device: torch.device, world
                          f"(algorithm.discriminator.format {d.format!r}, perception_tag {d.perception_tag!r}); "
                          "the discriminator would have nothing to learn from")
     return Discriminator(model, tokenizer, d, device, cfg.train.micro_batch_size, demos, world)
+
+
+@produces("disc_perception", "disc_reasoning", "disc_format")
+def _scores(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """The experts' scores of each response's spans: one no-grad forward of the discriminator per expert."""
+    d = ctx.learner(Discriminator, "a component reads the discriminator's scores, but the run has none "
+                                   "(algorithm.discriminator.enabled)")
+    return d.extras(ctx.completions, ctx.examples)

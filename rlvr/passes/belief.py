@@ -21,8 +21,10 @@ from typing import Any, Sequence
 
 import torch
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.batch import RolloutBatch, build_batch
 from rlvr.core.types import Completion, Example
+from rlvr.passes.segments import segment_ends
 
 __all__ = ["boundaries", "belief_extras"]
 
@@ -69,3 +71,12 @@ def belief_extras(model, batch: RolloutBatch, ends: torch.Tensor, completions: S
             progress[i, cuts[k - 1]: cuts[k]] = float(b[k] - b[k - 1])
             segment[i, cuts[k - 1]: cuts[k]] = float(k)
     return {"belief_progress": progress.float() * mask, "belief_segment": segment.float() * mask}
+
+
+@produces("belief_progress", "belief_segment")
+def _beliefs(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """The belief probe: K + 1 no-grad forwards per completion of K segments."""
+    b = ctx.algorithm.belief
+    ends = segment_ends(ctx.batch, ctx.tokenizer)
+    return belief_extras(ctx.model, ctx.batch, ends, ctx.completions, ctx.examples, ctx.tokenizer, ctx.settings,
+                         b.suffix, b.max_segments)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.batch import RolloutBatch
 from rlvr.models.logprobs import forward_inputs
 from rlvr.models.vision import image_token_id
@@ -51,3 +52,9 @@ def vision_similarity(model, batch: RolloutBatch, micro_batch_size: int) -> torc
         score = score / len(states) * (count > 0) * mb.completion_mask.to(score.device)
         out[idx, :tm] = score.cpu()
     return out
+
+
+@produces("vision_similarity")
+def _vision_similarity(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """One no-grad policy forward keeping every layer's hidden states (PEPO)."""
+    return {"vision_similarity": vision_similarity(ctx.model, ctx.batch, ctx.settings.micro_batch_size)}

@@ -40,13 +40,15 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr.algorithms.extra_producers import SIDE_ROWS, ExtraContext, SideContext, produces
+from rlvr.core.batch import RolloutBatch, SideRows, build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.models.prompts import encode_prompt, rewrite_prompt
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["ContextsConfig", "ContextCompletion", "ContextsWrapper", "context_rows", "context_examples", "draw_counts",
-           "build_contexts"]
+           "build_contexts", "with_plain_context", "plain_context_of"]
 
 TEMPLATE = ("{prompt}\n\nExploration condition: use the following strategy as your primary approach, even if "
             "another seems more natural.\nStrategy: {context}\n")
@@ -198,3 +200,31 @@ def build_contexts(engine: Any, model, tokenizer, rollout_cfg, chat_template: bo
     """NudgeRL's strategy contexts for ``rollout.contexts.num_contexts`` > 0 (outermost)."""
     c = rollout_cfg.contexts
     return ContextsWrapper(engine, tokenizer, c, chat_template) if c.num_contexts > 0 else None
+
+
+@produces("context_index")
+def _context_index(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """Each row's strategy context, set by this wrapper (no model pass)."""
+    return {"context_index": context_rows(ctx.completions, ctx.batch.completion_mask)}
+
+
+def with_plain_context(batch: RolloutBatch, completions: Sequence[Completion], pad_id: int) -> RolloutBatch:
+    """``batch`` with the side rows ``context`` when some completion was sampled under a context (it has
+    ``plain_prompt_ids``): the same completions after each one's plain prompt, row for row; else unchanged."""
+    if not any(getattr(c, "plain_prompt_ids", None) is not None for c in completions):
+        return batch
+    plain = [replace(c, prompt_ids=list(c.plain_prompt_ids)) if getattr(c, "plain_prompt_ids", None) is not None
+             else c for c in completions]
+    rows = build_batch(plain, batch.rewards.tolist(), pad_id).to(batch.input_ids.device)
+    return replace(batch, side=(*batch.side, SideRows("context", "context_logp", rows)))
+
+
+def plain_context_of(batch: RolloutBatch) -> RolloutBatch | None:
+    """The rows of :func:`with_plain_context` on ``batch`` (None when it carries none)."""
+    return next((sd.rows for sd in batch.side if sd.trait == "context_logp"), None)
+
+
+@SIDE_ROWS.register("context_logp")
+def _plain_context(ctx: SideContext, batch: RolloutBatch) -> RolloutBatch:
+    """The batch's completions under their plain prompts, for loss terms that score them there."""
+    return with_plain_context(batch, ctx.completions, ctx.tokenizer.pad_token_id)

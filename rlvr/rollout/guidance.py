@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.models.prompts import encode_prompt, rewrite_prompt
@@ -141,3 +142,9 @@ def build_guidance(engine: Any, model, tokenizer, rollout_cfg, chat_template: bo
     """Guided prompts for ``rollout.guidance.fraction`` of each group (inside parameter noise)."""
     g = rollout_cfg.guidance
     return GuidanceWrapper(engine, tokenizer, g.fraction, g.hint, chat_template, g) if g.fraction > 0 else None
+
+
+@produces("guided")
+def _guided(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """The flags this wrapper sets on guided rows (no model pass)."""
+    return {"guided": guided_rows(ctx.completions, ctx.batch.completion_mask)}

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.models.prompts import rewrite_prompt
@@ -167,3 +168,9 @@ def build_scaffold(engine: Any, model, tokenizer, rollout_cfg, chat_template: bo
     """SCOPE-RL's scaffolds for ``rollout.scaffold.enabled`` (inside guidance, outside rollout strategies)."""
     s = rollout_cfg.scaffold
     return ScaffoldWrapper(engine, s) if s.enabled else None
+
+
+@produces("scaffold_credit")
+def _scaffold_credit(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """The share of its scaffold's sub-answers each row states, from the texts (no model pass)."""
+    return {"scaffold_credit": credit_rows(ctx.completions)}

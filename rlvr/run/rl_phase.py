@@ -26,7 +26,8 @@ from rlvr.run.checkpoint import checkpoint_tmp, list_checkpoints, save_checkpoin
 from rlvr.distributed.fsdp import full_state_dict, load_optimizer, save_optimizer
 from rlvr.run.logging import ProgressDisplay, open_metrics_log, read_metrics
 from rlvr.distributed.async_rollouts import wants_async
-from rlvr.train.loop import Components, step_seed, train_loop
+from rlvr.core.seeds import step_seed
+from rlvr.train.loop import Components, train_loop
 from rlvr.run.plot import eval_series, plot_run
 from rlvr.run.setup import evaluation_engine
 from rlvr.train.update import NonFiniteError
@@ -35,11 +36,10 @@ __all__ = ["run_eval", "load_state", "sharded_loader"]
 
 
 def _write_extra(c: Components, folder) -> None:
-    """The files beside the model in a checkpoint: the critic's, the discriminator's and the engine wrappers'
-    (PROPA's PRM)."""
-    for side in (c.critic, c.discriminator):
-        if side is not None:
-            side.save(folder)
+    """The files beside the model in a checkpoint: the learners' (a critic, a discriminator) and the engine
+    wrappers' (PROPA's PRM)."""
+    for learner in c.learners:
+        learner.save(folder)
     save_engine_files(c.engine, folder)
 
 

@@ -37,9 +37,10 @@ from rlvr.train.algo_state import AlgorithmState
 from rlvr.learners.critic import build_critic
 from rlvr.learners.discriminator import build_discriminator
 from rlvr.distributed.world import World
-from rlvr.sft.interleave import interleaved_sft
+from rlvr.sft.interleave import InterleavedPhases, interleaved_sft
 from rlvr.train.kl_control import KLController
 from rlvr.train.loop import Components, collect_step
+from rlvr.train.update import UpdateSettings
 from rlvr.distributed.async_rollouts import async_rollouts, rollout_copy, wants_async
 from rlvr.run.preflight import (SetupError, check_chat_template, check_compiler, check_device, check_group_size,
                                   check_packages)
@@ -195,6 +196,18 @@ def use_shared_prefix(cfg: RunConfig, *models) -> None:
             log.info("train.shared_prefix: %s; the standard forward is used", reason)
 
 
+def learners(cfg: RunConfig, c: Components, side, whole) -> list:
+    """What trains after the policy's update, in order: the critic, the discriminator (each built from
+    ``side``, a copy of the policy taken before any sharding) and the interleaved SFT phases; those the config
+    leaves off are absent."""
+    needs = algorithm_needs(cfg)
+    phase = interleaved_sft(cfg, c.model, c.tokenizer, c.task, c.engine, c.world, whole)
+    out = [build_critic(cfg, side, c.device, c.world, needs),  # None without algorithm.critic
+           build_discriminator(cfg, side, c.tokenizer, c.task, c.device, c.world, needs),  # None unless enabled
+           InterleavedPhases(phase) if phase is not None else None]
+    return [x for x in out if x is not None]
+
+
 def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.device | str = "cpu",
                      ref_model=None, world: World | None = None) -> Components:
     """The loop's components for ``model`` and ``task`` as the config names them; in a distributed run
@@ -226,11 +239,8 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac,
                                     pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
                       algo_state=algo_state, world=world,
-                      update_module=update_module)
-    c.after_update = interleaved_sft(cfg, model, tok, task, engine, world, whole)
-    needs = algorithm_needs(cfg)
-    c.critic = build_critic(cfg, side, device, world, needs)  # None without algorithm.critic
-    c.discriminator = build_discriminator(cfg, side, tok, task, device, world, needs)  # None unless enabled
+                      update_module=update_module, settings=UpdateSettings.from_config(cfg))
+    c.learners = learners(cfg, c, side, whole)
     del side
     c.rollouts = async_rollouts(cfg, c, lambda cc, j: collect_step(cfg, cc, j),  # None unless max_staleness
                                 lambda m: bind_task(bind_stats(producer_engine(cfg, engine, m, tok), stats), task),

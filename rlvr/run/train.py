@@ -195,9 +195,8 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
         c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
         state = load_checkpoint(ckpt, c.optimizer, c.scheduler, sharded_loader(c))
         load_state(c, state)
-        for side in (c.critic, c.discriminator):  # the models trained beside the policy
-            if side is not None:
-                side.load(ckpt)
+        for learner in c.learners:  # what trains beside the policy (a critic, a discriminator)
+            learner.load(ckpt)
         load_engine_files(c.engine, ckpt)  # files the engine wrappers keep (PROPA's process reward model)
         extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds", "prompts")
                  if k in state}

@@ -32,10 +32,10 @@ from typing import Any, Callable
 
 from rlvr.rollout.wrappers import collect_sft_rows
 from rlvr.distributed.world import World
-from rlvr.train.loop import step_seed
+from rlvr.core.seeds import step_seed
 from rlvr.sft.supervised import sft, sft_rows
 
-__all__ = ["interleaved_sft"]
+__all__ = ["interleaved_sft", "InterleavedPhases"]
 
 
 def interleaved_sft(cfg: Any, model, tokenizer, task, engine: Any = None, world: World | None = None,
@@ -116,3 +116,21 @@ def _rollout_phase(cfg: Any, model, tokenizer, engine: Any, every: int, world: W
         return {"sft/loss": sum(losses) / len(losses), "sft/steps": float(len(losses)), "sft/rows": float(len(rows))}
 
     return phase
+
+
+class InterleavedPhases:
+    """The phases of :func:`interleaved_sft` as a learner (:mod:`rlvr.learners.base`): the step runs them after
+    the policy's update and the other learners', before the engine takes the new weights. A phase depends only
+    on the weights it starts from and its step, so there is nothing to save."""
+
+    def __init__(self, phase: Callable[[int], dict[str, float]]):
+        self.phase = phase
+
+    def update(self, batch: Any, step: int) -> dict[str, float]:
+        return self.phase(step)
+
+    def save(self, folder: Any) -> None:
+        pass
+
+    def load(self, folder: Any) -> None:
+        pass

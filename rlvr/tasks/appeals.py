@@ -100,9 +100,9 @@ class AppealState:
 
 
 def appeal_state(c: Any) -> AppealState:
-    """The appeal state of a run's components ``c`` (``Components.appeal``: saving, resuming and the step
-    all see the same object)."""
-    return c.appeal
+    """The appeal state of a run's components ``c`` (its scorer's: saving, resuming and the step all see the
+    same object)."""
+    return c.scorer.appeal
 
 
 def step_estimate(positives: int, negatives: int, checked: int, overturned: int) -> float | None:

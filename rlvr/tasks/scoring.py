@@ -77,6 +77,9 @@ class Scorer:
         self.max_error_frac = max_error_frac
         self.warn = warn if warn is not None else (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.first_error: str | None = None  # the first error's traceback (or message), for reports
+        from rlvr.tasks.appeals import AppealState
+
+        self.appeal = AppealState()  # scoring.appeal's running false-negative estimate (checkpointed)
         self._pool = pool  # e.g. rlvr.distributed.ray_engine.RayPool; else threads when workers > 1
         if pool is None and workers > 1:
             self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlvr-score")

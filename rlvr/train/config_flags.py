@@ -19,14 +19,16 @@ __all__ = ["Feature", "StepFeatures", "step_features"]
 
 @dataclass(frozen=True)
 class Feature:
-    """A registered component with validated params (the shape of a config ``Component``)."""
+    """A registered component with validated params (the shape of a config ``Component``); ``report`` names
+    the step metrics its own metrics are reported as (the KL penalty's ``kl`` is the step's ``kl``)."""
 
     name: str
     params: Any
+    report: dict[str, str] = field(default_factory=dict)
 
 
-def _feature(registry, name: str, **params) -> Feature:
-    return Feature(name, registry.get(name).params.model_validate(params))
+def _feature(registry, name: str, report: dict[str, str] | None = None, **params) -> Feature:
+    return Feature(name, registry.get(name).params.model_validate(params), report or {})
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ def step_features(cfg, has_reference: bool) -> StepFeatures:
     return StepFeatures(
         reward_shapers=[_feature(REWARD_SHAPERS, "soft_overlong", buffer_frac=ov.buffer_frac, factor=ov.factor)]
         if ov.soft_penalty else [],
-        reward_transforms=[_feature(REWARD_TRANSFORMS, "kl_penalty", estimator=alg.kl.estimator)]
+        reward_transforms=[_feature(REWARD_TRANSFORMS, "kl_penalty", {"kl": "kl"}, estimator=alg.kl.estimator)]
         if has_reference and alg.kl.placement == "reward" else [],
         mask_transforms=[_feature(MASK_TRANSFORMS, "overlong_filter")] if ov.filter else [],
         group_filter=_feature(GROUP_FILTERS, "dynamic_sampling", metric=ds.metric, drop=ds.drop)

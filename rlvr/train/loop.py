@@ -1,64 +1,75 @@
 """The training loop: one short function over injected components.
 
-    sample prompts -> allocate rollouts -> generate -> score -> batch -> advantages
-      -> (old / reference log-probs, only when needed) -> update -> metrics -> eval -> checkpoint
+    sample prompts -> allocate rollouts -> generate -> score -> batch -> extras -> advantages
+      -> update the policy -> update the learners -> metrics -> eval -> checkpoint
 
-The loop never branches on an algorithm's or task's name; everything method-specific lives in the
-registered components named by the config.
+The loop never branches on an algorithm's, task's or engine's name: what a method needs beyond the batch
+it asks for through registries (extra tensors and side rows, :mod:`rlvr.algorithms.extra_producers`; the
+components config flags turn on, :mod:`rlvr.train.config_flags`), and what trains beside the policy is a list
+of learners the step treats alike (:mod:`rlvr.learners.base`). :mod:`rlvr.train.reference` is the same step
+for plain GRPO, in one file.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from rlvr.algorithms.extra_producers import SIDE_ROWS, ExtraContext, SideContext, produce_extras
 from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, MASK_TRANSFORMS, REWARD_TRANSFORMS,
                                      AdvantageInputs, MaskInputs, TransformInputs, call, token_advantages)
-from rlvr.config.run import RunConfig, algorithm_needs, algorithm_traits
-from rlvr.core.batch import build_batch, with_plain_context
-from rlvr.tasks.appeals import AppealState
-from rlvr.train.algo_state import AlgorithmState
+from rlvr.config.run import RunConfig, algorithm_needs
+from rlvr.core.batch import RolloutBatch, build_batch
+from rlvr.core.seeds import step_seed
 from rlvr.distributed.world import World
-from rlvr.train.extras import compute_extras
-from rlvr.train.config_flags import step_features
 from rlvr.run.interrupt import deferred_interrupt
-from rlvr.train.pairs import with_pairs
-from rlvr.train.rollouts import collect_rollouts
+from rlvr.train.algo_state import AlgorithmState
+from rlvr.train.config_flags import step_features
+from rlvr.train.rollouts import Rollouts, collect_rollouts
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
 
-__all__ = ["Components", "rl_step", "train_step", "collect_step", "train_loop", "step_seed", "step_needs"]
+if TYPE_CHECKING:
+    from rlvr.engines.base import RolloutEngine
+    from rlvr.learners.base import Learner
+    from rlvr.sampling.base import Allocator
+    from rlvr.sampling.stats import PromptStats
+    from rlvr.tasks.base import Task
+    from rlvr.tasks.scoring import Scorer
+    from rlvr.train.kl_control import KLController
+
+__all__ = ["Components", "rl_step", "train_step", "collect_step", "train_loop", "step_needs", "compute_extras",
+           "settings"]
 
 
 @dataclass
 class Components:
-    """Everything the loop needs, built from the config (or injected by a user or a test)."""
+    """Everything the loop needs, built from the config (:func:`rlvr.run.setup.build_components`) or injected
+    by a user or a test."""
 
-    model: Any
-    tokenizer: Any
-    task: Any
-    engine: Any
-    sampler: Any
-    allocator: Any
-    stats: Any
+    model: torch.nn.Module  # the policy (a transformers causal LM)
+    tokenizer: Any  # its tokenizer
+    task: Task
+    engine: RolloutEngine  # inside the run's engine wrappers
+    sampler: Any  # prompt sampler (rlvr.sampling.base: next, observe, metrics, state)
+    allocator: Allocator
+    stats: PromptStats
     optimizer: torch.optim.Optimizer
-    scheduler: Any
-    ref_model: Any = None
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None
+    ref_model: torch.nn.Module | None = None  # the frozen reference, when a component reads it
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    kl: Any = None  # KLController; None means a constant kl.coef
-    scorer: Any = None  # Scorer; None scores in-line with task.score
-    algo_state: Any = None  # AlgorithmState of stateful components; None builds it from the config
-    appeal: Any = field(default_factory=lambda: AppealState())  # scoring.appeal's running FN-rate estimate
+    kl: KLController | None = None  # the KL coefficient over steps; None: a constant kl.coef
+    scorer: Scorer | None = None  # None: scores in line with task.score
+    algo_state: AlgorithmState | None = None  # stateful components' state; None: built from the config
     world: World = field(default_factory=World)  # the data-parallel group (rlvr.distributed.world)
-    update_module: Any = None  # what the update's forward runs through (DDP over the log-probs); None: model
-    rollouts: Any = None  # an asynchronous rollout producer (rlvr.distributed.async_rollouts); None: rollouts in line
-    after_update: Any = None  # step -> metrics, run after each update (interleaved SFT, rlvr.sft.interleave)
-    critic: Any = None  # the value model (rlvr.learners.critic), trained after each update; None: no critic
-    discriminator: Any = None  # PRISM's (rlvr.learners.discriminator), trained after each update it scored
-    pair_sources: dict = field(default_factory=dict)  # pairs files of pair_batch loss terms, read once (train.pairs)
+    update_module: torch.nn.Module | None = None  # what the update's forward runs through (DDP/FSDP); None: model
+    rollouts: Any = None  # an asynchronous rollout producer (rlvr.distributed.async_rollouts); None: in line
+    learners: list[Learner] = field(default_factory=list)  # trained after the policy, in order (rlvr.learners)
+    settings: UpdateSettings | None = None  # what the step reads of the config, once per run; None: derived
+    memo: dict = field(default_factory=dict)  # what side-row builders keep for the run (a file read once)
 
     def __post_init__(self):
         if self.scorer is None:
@@ -67,32 +78,12 @@ class Components:
             self.scorer = Scorer(self.task)
 
 
-def step_seed(seed: int, step: int, salt: int = 0) -> int:
-    """A per-step seed that depends only on (seed, step): resumed runs sample what uninterrupted ones do."""
-    return (seed * 1_000_003 + step * 7_919 + salt * 104_729) % (2**31 - 1)
-
-
 def settings(cfg: RunConfig, kl_coef: float | None = None, step: int = 0,
              objective_state: Any = None) -> UpdateSettings:
+    """The run's :class:`UpdateSettings` at ``step`` (``kl_coef``: the step's KL coefficient, default the
+    configured one)."""
     coef = cfg.algorithm.kl.coef if kl_coef is None else kl_coef
-    in_loss = cfg.algorithm.kl.placement == "loss"
-    return UpdateSettings(cfg.algorithm, cfg.train.micro_batch_size,
-                          cfg.algorithm.train_temperature or cfg.rollout.temperature,  # (null: the rollout's)
-                          cfg.model.logprob_chunk_tokens, cfg.optim.max_grad_norm, coef if in_loss else 0.0,
-                          cfg.rollout.max_new_tokens, step, max(cfg.train.steps, 1), objective_state,
-                          algorithm_traits(cfg), cfg.train.micro_batch_tokens, cfg.train.autocast,
-                          cfg.train.activation_checkpointing)
-
-
-def _score_components(scores) -> dict[str, torch.Tensor]:
-    """Each numeric score component as an ``[N]`` float64 tensor (0 where a completion lacks it)."""
-    keys = sorted({k for sc in scores for k, v in sc.components.items() if isinstance(v, (int, float))})
-    return {k: torch.tensor([float(sc.components.get(k, 0.0)) for sc in scores], dtype=torch.float64) for k in keys}
-
-
-def _active(registry, comp, step: int) -> bool:
-    entry = registry.get(comp.name)
-    return entry.active is None or bool(entry.active(comp.params, step))
+    return UpdateSettings.from_config(cfg).at_step(step, coef, objective_state)
 
 
 def step_needs(cfg: RunConfig, c: Components, step: int) -> frozenset[str]:
@@ -111,10 +102,30 @@ def step_needs(cfg: RunConfig, c: Components, step: int) -> frozenset[str]:
     return frozenset(needs)
 
 
+def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, completions, examples,
+                   algorithm: Any = None) -> dict[str, torch.Tensor]:
+    """The extras in ``needs`` for ``batch``'s rows (in the order of ``completions``), on ``c.device``: each
+    from the producer registered for it (:func:`rlvr.algorithms.extra_producers.produce_extras`)."""
+    ctx = ExtraContext(c.model, c.tokenizer, c.device, batch.to(c.device), completions, examples, s, algorithm,
+                       getattr(c, "ref_model", None), getattr(c, "learners", ()))
+    return produce_extras(needs, ctx)
+
+
+def _score_components(scores) -> dict[str, torch.Tensor]:
+    """Each numeric score component as an ``[N]`` float64 tensor (0 where a completion lacks it)."""
+    keys = sorted({k for sc in scores for k, v in sc.components.items() if isinstance(v, (int, float))})
+    return {k: torch.tensor([float(sc.components.get(k, 0.0)) for sc in scores], dtype=torch.float64) for k in keys}
+
+
+def _active(registry, comp, step: int) -> bool:
+    entry = registry.get(comp.name)
+    return entry.active is None or bool(entry.active(comp.params, step))
+
+
 def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: float = 0.0):
     """Reward transforms (the features' first, then the configured ones) -> advantage estimator ->
     advantage transforms over the batch and its extras; returns the batch with rewards and advantages set,
-    and the transforms' metrics."""
+    the transforms' metrics, and the metrics the features report under names of their own."""
     alg, state = cfg.algorithm, c.algo_state
     implied = [(None, f) for f in step_features(cfg, c.ref_model is not None).reward_transforms]
     rtf = implied + [(i, comp) for i, comp in enumerate(alg.reward_transforms)
@@ -125,6 +136,7 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: fl
     comps = {k: v.to(batch.rewards.device) for k, v in _score_components(ro.scores).items()}
     total = max(cfg.train.steps, 1)
     metrics: dict[str, float] = {}
+    reported: dict[str, float] = {}
     rewards = batch.rewards
     for i, comp in rtf:
         inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, None, comps, extras, step, total,
@@ -132,7 +144,9 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: fl
         rewards, m = call(REWARD_TRANSFORMS.get(comp.name), inp, comp.params,
                           None if i is None else state.get(f"algorithm.reward_transforms.{i}"))
         rewards = rewards.to(torch.float64)
-        metrics.update({f"reward_transform/{comp.name}/{k}": float(v) for k, v in m.items()})
+        report = getattr(comp, "report", {})  # a feature's metrics reported under the step's own names
+        reported.update({report[k]: float(v) for k, v in m.items() if k in report})
+        metrics.update({f"reward_transform/{comp.name}/{k}": float(v) for k, v in m.items() if k not in report})
     estimator = ADVANTAGES.get(alg.advantage.name)
     adv = call(estimator, AdvantageInputs(rewards, batch.group_index, batch.lengths, batch.completion_mask, comps,
                                           extras, step, total),
@@ -145,31 +159,35 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: fl
                       state.get(f"algorithm.advantage_transforms.{i}"))
         adv = adv * batch.completion_mask
         metrics.update({f"advantage_transform/{comp.name}/{k}": float(v) for k, v in m.items()})
-    return replace(batch, rewards=rewards, advantages=adv.float()), metrics
+    return replace(batch, rewards=rewards, advantages=adv.float()), metrics, reported
 
 
 def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
-    """One RL step; returns its metrics.
-
-    The batch is built and moved to the device once; :func:`compute_extras` is the one producer of every
-    extra tensor (old, reference and teacher log-probs, entropies, ...), which then live on the batch:
-    old and reference log-probs in its fields, the rest in ``batch.extras``.
-    """
+    """One RL step; returns its metrics."""
     t0 = time.perf_counter()
     return train_step(cfg, c, step, collect_step(cfg, c, step), t0)
 
 
-def collect_step(cfg: RunConfig, c: Components, step: int):
+def collect_step(cfg: RunConfig, c: Components, step: int) -> Rollouts:
     """Step ``step``'s rollouts (with ``c``'s engine; the asynchronous producer passes its own)."""
     with c.world.full_weights(c.update_module):  # FSDP: the whole model for generation (rlvr.distributed.fsdp)
         return collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
 
 
-def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[str, float]:
-    """Everything of a step after its rollouts: batch, extras, advantages, update, metrics. ``t0``: when
-    the step began (its wall time is ``time/step``)."""
+def _with_side_rows(cfg: RunConfig, c: Components, batch: RolloutBatch, ro: Rollouts, s: UpdateSettings,
+                    step: int) -> RolloutBatch:
+    """``batch`` with the rows the run's loss terms score beside it (the builders of their traits)."""
+    ctx = SideContext(step, step_seed(cfg.seed, step, salt=3), c.tokenizer, c.device, s, cfg.algorithm,
+                      ro.completions, c.ref_model, cfg.model.chat_template, c.memo)
+    for trait in sorted(t for t in s.traits if t in SIDE_ROWS):
+        batch = SIDE_ROWS.get(trait).fn(ctx, batch)
+    return batch
+
+
+def train_step(cfg: RunConfig, c: Components, step: int, ro: Rollouts, t0: float) -> dict[str, float]:
+    """Everything of a step after its rollouts: batch, extras, advantages, update, learners, metrics. ``t0``:
+    when the step began (its wall time is ``time/step``)."""
     t1 = time.perf_counter()
-    correct = [sc.components.get("correct", 0.0) for sc in ro.scores]
     # prompt statistics were updated with every generated completion while collecting (rollouts.py)
     if not ro.completions:  # dynamic sampling found no group with signal: nothing to learn from
         g = ro.metrics
@@ -178,22 +196,24 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
                 "kl": 0.0, "time/step": t1 - t0}
     if c.algo_state is None:
         c.algo_state = AlgorithmState(cfg)
+    if c.settings is None:
+        c.settings = UpdateSettings.from_config(cfg)
     coef = c.kl.coef_at(step) if c.kl is not None else cfg.algorithm.kl.coef
-    s = settings(cfg, coef, step, c.algo_state.get("algorithm.objective"))
+    s = c.settings.at_step(step, coef, c.algo_state.get("algorithm.objective"))
+
+    # the batch, on the device once, with the rows loss terms score beside it
     batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id).to(c.device)
-    if "context_logp" in s.traits:  # a loss term trains under the plain prompts too
-        batch = with_plain_context(batch, ro.completions, c.tokenizer.pad_token_id)
-    if "pair_batch" in s.traits:  # a loss term trains on off-policy preference pairs too
-        batch = with_pairs(cfg, c, batch, s, step, step_seed(cfg.seed, step, salt=3))
+    batch = _with_side_rows(cfg, c, batch, ro, s, step)
+
+    # the extra tensors the step's components read, split by whole groups over the ranks, gathered on every rank
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     needs = step_needs(cfg, c, step)
     extras = {}
-    if needs:  # split by whole groups over the ranks, gathered on every rank
+    if needs:
         with c.world.full_weights(c.update_module):
             extras = c.world.gather_rows(batch.size, batch.group_index, lambda rows: compute_extras(
                 needs, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
-                [examples[i] for i in rows.tolist()], cfg.algorithm.teacher_hint, cfg.algorithm.teacher_context,
-                cfg.algorithm.teacher_cot_tokens, cfg.algorithm.belief))
+                [examples[i] for i in rows.tolist()], cfg.algorithm))
         extras = {k: v.to(c.device) for k, v in extras.items()}
     old = extras.pop("old_logp", None)
     if cfg.algorithm.old_logp == "behaviour":
@@ -201,34 +221,34 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
             raise ValueError("algorithm.old_logp=behaviour, but the engine returned no behaviour log-probs")
         old = batch.behaviour_logp  # (components that read old_logp get it too: _advantages, the update)
     batch = replace(batch, old_logp=old, ref_logp=extras.pop("ref_logp", None), extras=extras)
-    batch, transform_metrics = _advantages(cfg, c, batch, ro, step, coef)
-    reward_kl = transform_metrics.pop("reward_transform/kl_penalty/kl", None)  # reported as "kl"
+
+    # rewards -> advantages, then the loss mask
+    batch, transform_metrics, reported = _advantages(cfg, c, batch, ro, step, coef)
     if cfg.algorithm.kl.placement == "reward" and "ref_logp" not in algorithm_needs(cfg, step):
         batch = replace(batch, ref_logp=None)  # the reward carries the penalty: no KL term in the loss
     for f in step_features(cfg, c.ref_model is not None).mask_transforms:  # e.g. truncated rows leave the loss
         mask = MASK_TRANSFORMS.get(f.name).fn(MaskInputs(batch.completion_mask, batch.truncated), f.params)
         batch = replace(batch, completion_mask=mask)
+
+    # the policy's update, then what trains beside it, before the engine takes the new weights
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, salt=1))
     upd = update_policy(c.model, c.optimizer, c.scheduler, batch, s, gen, c.world,
                         c.update_module) if batch.completion_mask.any() else {}
-    if c.critic is not None and batch.completion_mask.any():  # on the batch its values were read for
-        upd = {**upd, **c.critic.update(batch, step_seed(cfg.seed, step, salt=2))}
-    if c.discriminator is not None:  # on the rows it scored this step (none outside the alignment stage)
-        upd = {**upd, **c.discriminator.update()}
-    if c.after_update is not None:  # before the engine takes the new weights
-        upd = {**upd, **c.after_update(step)}
+    for learner in c.learners:
+        upd = {**upd, **learner.update(batch, step)}
     c.engine.sync_weights()
+
     t2 = time.perf_counter()
     n_tok = float(batch.lengths.sum())
     rewards_cpu = batch.rewards.cpu()
-    zero_var = group_constant(rewards_cpu, batch.group_index.cpu())
+    correct = [sc.components.get("correct", 0.0) for sc in ro.scores]
     metrics = {
         "reward": float(rewards_cpu.mean()),
         "reward_std": float(rewards_cpu.std()) if batch.size > 1 else 0.0,
         "accuracy": sum(correct) / len(correct),
         "completion_length": float(batch.lengths.float().mean()),
         "truncated_frac": float(batch.truncated.float().mean()),
-        "zero_variance_group_frac": float(zero_var.float().mean()),
+        "zero_variance_group_frac": float(group_constant(rewards_cpu, batch.group_index.cpu()).float().mean()),
         "completions": float(batch.size),
         "time/update": t2 - t1,
         "time/step": t2 - t0,
@@ -237,8 +257,7 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro, t0: float) -> dict[
     }
     metrics.update(upd)
     metrics.update(transform_metrics)
-    if reward_kl is not None:
-        metrics["kl"] = reward_kl
+    metrics.update(reported)
     metrics.setdefault("kl", 0.0)
     metrics["kl_coef"] = coef
     if c.kl is not None:

@@ -16,10 +16,11 @@ import torch
 
 from rlvr.algorithms.loss_terms.base import term_weight
 from rlvr.algorithms.registry import (AGGREGATIONS, CLIP_RULES, CORRECTIONS, KL_ESTIMATORS, LOSS_TERMS, OBJECTIVES,
+                                     SIDE_ROW_TRAITS,
                                      AggregationInputs, CorrectionInputs, ObjectiveInputs, aggregate, call,
                                      loss_term_shape, objective_loss_shape, row_coefficients)
-from rlvr.config.run import AlgorithmConfig
-from rlvr.core.batch import RolloutBatch
+from rlvr.config.run import AlgorithmConfig, algorithm_traits, length_limits
+from rlvr.core.batch import RolloutBatch, SideRows
 from rlvr.models.logprobs import CompletionLogprobs, autocast_to
 from rlvr.distributed.world import World
 from rlvr.distributed.fsdp import local_value
@@ -31,22 +32,42 @@ class NonFiniteError(RuntimeError):
     """The loss or gradient became NaN/inf; the optimizer step was not taken."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UpdateSettings:
+    """What the update and the extra passes read of the config, derived once per run (:meth:`from_config`), and
+    the step's own values (:meth:`at_step`)."""
+
     algorithm: AlgorithmConfig
     micro_batch_size: int
-    temperature: float
+    temperature: float  # the trainer's: algorithm.train_temperature, else the rollout's
     chunk_tokens: int
     max_grad_norm: float | None
-    kl_coef: float = 0.0  # this step's coefficient of the KL term in the loss (0 when KL sits in the reward)
     max_new_tokens: int | None = None  # default constant normaliser for aggregations that need one
-    step: int = 0  # the RL step (for components with schedules)
     total_steps: int = 1
-    objective_state: Any = None  # the objective's explicit state, when it keeps one
     traits: frozenset[str] = frozenset()  # rlvr.config.run.algorithm_traits of the run
     micro_batch_tokens: int | None = None  # padded tokens per micro-batch at most (beside the row count)
     autocast: str | None = None  # "bfloat16": forwards under torch.autocast (fp32 master weights)
     activation_checkpointing: bool = False
+    kl_in_loss: bool = True  # algorithm.kl.placement is "loss" (else the KL sits in the reward)
+    # the step's own
+    step: int = 0  # the RL step (for components with schedules)
+    kl_coef: float = 0.0  # this step's coefficient of the KL term in the loss (0 when KL sits in the reward)
+    objective_state: Any = None  # the objective's explicit state, when it keeps one
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "UpdateSettings":
+        """The run's settings (every field but the step's own)."""
+        return cls(algorithm=cfg.algorithm, micro_batch_size=cfg.train.micro_batch_size,
+                   temperature=cfg.algorithm.train_temperature or cfg.rollout.temperature,  # (null: the rollout's)
+                   chunk_tokens=cfg.model.logprob_chunk_tokens, max_grad_norm=cfg.optim.max_grad_norm,
+                   max_new_tokens=length_limits(cfg).completion, total_steps=max(cfg.train.steps, 1),
+                   traits=algorithm_traits(cfg), micro_batch_tokens=cfg.train.micro_batch_tokens,
+                   autocast=cfg.train.autocast, activation_checkpointing=cfg.train.activation_checkpointing,
+                   kl_in_loss=cfg.algorithm.kl.placement == "loss")
+
+    def at_step(self, step: int, kl_coef: float, objective_state: Any = None) -> "UpdateSettings":
+        """These settings at ``step``, with its KL coefficient (in the loss only when the KL sits there)."""
+        return replace(self, step=step, kl_coef=kl_coef if self.kl_in_loss else 0.0, objective_state=objective_state)
 
     @property
     def whole_groups(self) -> bool:
@@ -94,11 +115,11 @@ def _clip_rule(alg: AlgorithmConfig):
 def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n_rows: int,
                 n_groups: int, minibatch: AggregationInputs | None = None) -> torch.Tensor:
     alg = s.algorithm
-    side = _side_batches(micro, s)
-    out = module(micro, s.temperature, s.chunk_tokens, with_entropy=True, **({"also": tuple(side.values())}
-                                                                             if side else {}))
+    side = _side_rows(micro, s)
+    out = module(micro, s.temperature, s.chunk_tokens, with_entropy=True,
+                 **({"also": tuple(sd.rows for sd in side)} if side else {}))
     logp, entropy = out[0], out[1]
-    side_logp = dict(zip(side, out[2])) if side else {}
+    side_logp = list(out[2]) if side else []
     mask = micro.completion_mask
     old = micro.old_logp if micro.old_logp is not None else logp.detach()
     inputs = ObjectiveInputs(logp, old, micro.advantages, mask, micro.behaviour_logp, entropy,
@@ -122,7 +143,7 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
         meter.tokens("kl", kl, mask)
         if s.kl_coef > 0:
             loss_tok = loss_tok + s.kl_coef * kl
-    terms_tok, terms_loss = _loss_terms(side_logp, micro, inputs, s, meter)
+    terms_tok, terms_loss = _loss_terms(side, side_logp, micro, inputs, s, meter)
     loss_tok = loss_tok + terms_tok
     loss = aggregate(micro.loss_coef, loss_tok, mask) + (loss if loss is not None else 0.0) + terms_loss
     meter.tokens("entropy", entropy, mask)
@@ -138,97 +159,76 @@ def _micro_loss(module, micro: RolloutBatch, s: UpdateSettings, meter: _Meter, n
     return loss
 
 
-def _side_batches(micro: RolloutBatch, s: UpdateSettings) -> dict[str, RolloutBatch]:
-    """The other rows the micro-batch's active loss terms score with gradient, by key: the rows under their
-    plain prompts (``"context"``, for ``context_logp`` terms) and each ``pair_batch`` term ``i``'s chosen and
-    rejected rows (``"pair.i.chosen"``, ``"pair.i.rejected"``). They go through the module in the micro-batch's
-    own forward call (:class:`CompletionLogprobs`' ``also``), as DDP and FSDP need."""
-    out: dict[str, RolloutBatch] = {}
+def _side_rows(micro: RolloutBatch, s: UpdateSettings) -> list[SideRows]:
+    """The side rows (:class:`~rlvr.core.batch.SideRows`) the micro-batch's active loss terms read, each once, in
+    term order: they go through the module in the micro-batch's own forward call (:class:`CompletionLogprobs`'
+    ``also``), as DDP and FSDP need."""
+    out: list[SideRows] = []
     for i, comp in enumerate(s.algorithm.loss_terms):
         if term_weight(comp.params, s.step) == 0.0:
             continue
         traits = LOSS_TERMS.get(comp.name).traits
-        if "pair_batch" in traits:
-            rows = micro.pairs.get(i) if micro.pairs is not None else None
-            if rows is not None:
-                out[f"pair.{i}.chosen"], out[f"pair.{i}.rejected"] = rows.chosen, rows.rejected
-        elif "context_logp" in traits and micro.context is not None:
-            out["context"] = micro.context
+        out += [sd for sd in micro.side if sd.rows is not None and sd.trait in traits and sd.term in (None, i)
+                and all(sd is not o for o in out)]
     return out
 
 
-def _loss_terms(side_logp: dict[str, torch.Tensor], micro: RolloutBatch, inputs: ObjectiveInputs, s: UpdateSettings,
-                meter: _Meter):
-    """``(sum_k weight_k(step) * term_k`` over per-token terms ([N, T], or 0 without), the same over 0-dim
-    ``pair_batch`` terms (or 0)), each term's value as a metric. A term with the ``context_logp`` trait gets
-    the log-probs over the rows' plain prompts, with gradient (``side_logp``: :func:`_side_batches`' rows'
-    log-probs from the micro-batch's forward)."""
+def _loss_terms(side: list[SideRows], side_logp: list[torch.Tensor], micro: RolloutBatch, inputs: ObjectiveInputs,
+                s: UpdateSettings, meter: _Meter):
+    """``(sum_k weight_k(step) * term_k`` over per-token terms ([N, T], or 0 without), the same over the 0-dim
+    terms on the step's own side rows (or 0)), each term's value as a metric. A term that reads side rows gets
+    their log-probs with gradient (``side_logp``, from the micro-batch's forward) and their fixed tensors as
+    extras; a term on the step's own rows (not aligned with the batch's) runs once per minibatch, in the
+    micro-batch that carries them, and returns a 0-dim loss."""
     alg, step = s.algorithm, s.step
     total, reduced = 0.0, 0.0
     names = [comp.name for comp in alg.loss_terms]
-    plain = None
     for i, comp in enumerate(alg.loss_terms):
         weight = term_weight(comp.params, step)
         if weight == 0.0:
             continue
         entry = LOSS_TERMS.get(comp.name)
         label = comp.name if names.count(comp.name) == 1 else f"{comp.name}.{i}"
-        if "pair_batch" in entry.traits:  # a 0-dim loss on the step's preference pairs, once per minibatch
-            val = _pair_term(side_logp, micro, i, comp, entry, inputs, meter, label)
-            if val is not None:
-                meter.scalars[f"loss_term/{label}_weight"].append(weight)
-                reduced = reduced + weight * val
+        wants = [t for t in entry.traits if t in SIDE_ROW_TRAITS]
+        mine = [sd for sd in micro.side if sd.trait in wants and sd.term in (None, i)]
+        if wants and not mine:
+            raise ValueError(f"loss term {comp.name!r} {SIDE_ROW_TRAITS[wants[0]]}")
+        if any(sd.rows is None for sd in mine):  # its rows run in another micro-batch of this minibatch
             continue
-        if "context_logp" in entry.traits and plain is None:
-            if micro.context is None:
-                raise ValueError(f"loss term {comp.name!r} needs completions sampled under a context "
-                                 "(rollout.contexts), and this batch has none")
-            plain = side_logp["context"]
-            inputs = replace(inputs, extras={**inputs.extras, "context_logp": plain})
-        tok, metrics = entry.fn(inputs, comp.params)
-        tok = loss_term_shape(entry, tok, inputs.mask)
-        meter.tokens(f"loss_term/{label}", tok, inputs.mask)
+        x = inputs
+        if mine:
+            extra = {}
+            for sd in mine:
+                extra[f"{sd.name}_logp"] = next(lp for o, lp in zip(side, side_logp) if o is sd)
+                extra.update({f"{sd.name}_{k}": v for k, v in sd.fixed.items()})
+            x = replace(inputs, extras={**inputs.extras, **extra})
+        out, metrics = entry.fn(x, comp.params)
+        if any(not sd.aligned for sd in mine):  # a 0-dim loss on the step's own rows, once per minibatch
+            if out.dim() != 0:
+                raise ValueError(f"loss term {comp.name!r} (trait {wants[0]}) returned shape {tuple(out.shape)}; it "
+                                 "must return a 0-dim loss")
+            meter.scalars[f"loss_term/{label}"].append(float(out.detach()))
+            for name, v in metrics.items():
+                meter.scalars[f"loss_term/{label}/{name}"].append(float(v))
+            meter.scalars[f"loss_term/{label}_weight"].append(weight)
+            reduced = reduced + weight * out
+            continue
+        tok = loss_term_shape(entry, out, x.mask)
+        meter.tokens(f"loss_term/{label}", tok, x.mask)
         meter.scalars[f"loss_term/{label}_weight"].append(weight)
         for name, v in metrics.items():
-            meter.tokens(f"loss_term/{label}/{name}", v, inputs.mask)
+            meter.tokens(f"loss_term/{label}/{name}", v, x.mask)
         total = total + weight * tok
     return total, reduced
 
 
-def _pair_term(side_logp: dict[str, torch.Tensor], micro: RolloutBatch, i: int, comp, entry, inputs: ObjectiveInputs,
-               meter: _Meter, label: str) -> torch.Tensor | None:
-    """Loss term ``i`` (trait ``pair_batch``) on the step's preference pairs (:attr:`RolloutBatch.pairs`): the
-    policy's log-probs of both sides with gradient, beside their reference log-probs and masks, as extras
-    ``pair_{chosen,rejected}_{logp,ref_logp,mask}``; its 0-dim loss, or None in a micro-batch whose minibatch
-    runs the pairs in another one (:func:`_pairs_once`)."""
-    if micro.pairs is None:
-        raise ValueError(f"loss term {comp.name!r} trains on preference pairs, and this batch carries none "
-                         "(rlvr.train.pairs.with_pairs attaches them)")
-    rows = micro.pairs.get(i)
-    if rows is None:
-        return None
-    extras = {}
-    for side in ("chosen", "rejected"):
-        rb = getattr(rows, side)
-        lp = side_logp[f"pair.{i}.{side}"]
-        extras.update({f"pair_{side}_logp": lp, f"pair_{side}_ref_logp": rb.ref_logp,
-                       f"pair_{side}_mask": rb.completion_mask})
-    val, metrics = entry.fn(replace(inputs, extras={**inputs.extras, **extras}), comp.params)
-    if val.dim() != 0:
-        raise ValueError(f"loss term {comp.name!r} (trait pair_batch) returned shape {tuple(val.shape)}; it must "
-                         "return a 0-dim loss")
-    meter.scalars[f"loss_term/{label}"].append(float(val.detach()))
-    for name, v in metrics.items():
-        meter.scalars[f"loss_term/{label}/{name}"].append(float(v))
-    return val
-
-
-def _pairs_once(micros: list[RolloutBatch]) -> list[RolloutBatch]:
-    """A minibatch's micro-batches with the step's preference-pair rows on the first alone (the others carry
-    an empty mapping): the pair terms' loss enters each minibatch's loss once."""
-    if not micros or not micros[0].pairs:
+def _step_rows_once(micros: list[RolloutBatch]) -> list[RolloutBatch]:
+    """A minibatch's micro-batches with the step's own side rows (not aligned with the batch's) on the first
+    alone; the others mark them as run there (``rows`` None): their terms' loss enters each minibatch once."""
+    if not micros or all(sd.aligned for sd in micros[0].side):
         return micros
-    return micros[:1] + [replace(m, pairs={}) for m in micros[1:]]
+    return micros[:1] + [replace(m, side=tuple(sd if sd.aligned else replace(sd, rows=None) for sd in m.side))
+                         for m in micros[1:]]
 
 
 def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSettings,
@@ -256,7 +256,7 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
             n_groups = int(torch.unique(mb.group_index).numel())
             whole = AggregationInputs(mb.completion_mask, mb.group_index, mb.advantages, s.max_new_tokens)
             optimizer.zero_grad(set_to_none=True)
-            micros = _pairs_once(list(mb.micro_batches(s.micro_batch_size, s.whole_groups, s.micro_batch_tokens)))
+            micros = _step_rows_once(list(mb.micro_batches(s.micro_batch_size, s.whole_groups, s.micro_batch_tokens)))
             mine = [micros[j] for j in world.share(len(micros))]
             passes = -(-len(micros) // world.size)
             total = 0.0

@@ -31,6 +31,8 @@ import re
 from collections import Counter
 from functools import lru_cache
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
+
 __all__ = ["tokenize_13a", "sentence_bleu", "rouge_tokenize", "rouge_l", "porter_stem"]
 
 _13A = ((re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),
@@ -212,3 +214,13 @@ def porter_stem(word: str) -> str:
         if _m(stem) > 1 or (_m(stem) == 1 and not _cvc(stem)):
             w = stem
     return _rules(w, [("ll", "l", lambda st: _m(w[:-1]) > 1)])
+
+
+@produces("reference_rouge_l")
+def _reference_rouge_l(ctx: ExtraContext, keys: frozenset[str]) -> dict:
+    """ROUGE-L F of each completion against its example's reference solution, -1 without one (LamPO's bonus;
+    no model pass)."""
+    import torch
+
+    return {"reference_rouge_l": torch.tensor([-1.0 if ex.target is None else rouge_l(comp.text, ex.target)
+                                               for comp, ex in zip(ctx.completions, ctx.examples)])}

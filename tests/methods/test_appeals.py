@@ -210,9 +210,12 @@ def test_state_round_trip_and_checkpoint_listing():
 
     from rlvr.run.train import _stateful
 
-    class C:  # the components object: it holds one appeal state (Components.appeal)
-        sampler = allocator = stats = kl = algo_state = task = engine = None
+    class Scorer:  # the run's scorer holds its one appeal state
         appeal = AppealState()
+
+    class C:  # the components object
+        sampler = allocator = stats = kl = algo_state = task = engine = None
+        scorer = Scorer()
 
     c = C()
     assert _stateful(c)["appeal"] is appeal_state(c)
@@ -232,7 +235,7 @@ def test_two_real_steps_with_appeals(tmp_path):
         assert m["appeal/fn_rate"] == pytest.approx(rate)
         assert m["reward_transform/noise_forward/rho1"] == pytest.approx(rate)
         assert all(math.isfinite(v) for v in m.values() if isinstance(v, float))
-    assert out["c"].appeal.steps == 2
+    assert appeal_state(out["c"]).steps == 2
     assert out["metrics"][-1]["appeal/fn_rate"] > 0  # the lenient appeal overturned some strict negatives
     assert any(not torch.equal(out["before"][k], out["after"][k]) for k in out["before"])
 

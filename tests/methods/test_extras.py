@@ -1,4 +1,4 @@
-"""The extra passes of rlvr/train/extras.py against naive full-logits computations on the tiny model."""
+"""The extra passes of rlvr/passes/ against naive full-logits computations on the tiny model."""
 
 from types import SimpleNamespace
 
@@ -9,10 +9,18 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example
 from rlvr.models.logprobs import completion_logprobs
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model, char_tokenizer
-from rlvr.train.extras import compute_extras, rejected_answer, teacher_completions, token_statistics
+from rlvr.config.algorithm import AlgorithmConfig
+from rlvr.passes.policy import token_statistics
+from rlvr.passes.teacher import rejected_answer, teacher_completions
+from rlvr.train.loop import compute_extras
 
 TEMP = 0.7
 HINT = " {answer}\n"
+
+
+def alg(hint: str, context: str = "answer", cot_tokens: int = 200) -> AlgorithmConfig:
+    """The teacher settings of a run's algorithm section."""
+    return AlgorithmConfig(teacher_hint=hint, teacher_context=context, teacher_cot_tokens=cot_tokens)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +112,7 @@ def test_teacher_logp_equals_hand_computed_log_probs(setup):
     c = SimpleNamespace(model=s.model, ref_model=None, tokenizer=s.tok, device=torch.device("cpu"))
     st = SimpleNamespace(temperature=TEMP, micro_batch_size=2, chunk_tokens=3)
     out = compute_extras(frozenset({"teacher_logp", "neg_teacher_logp", "old_logp"}), c, s.batch, st, s.comps,
-                         s.examples, HINT)
+                         s.examples, algorithm=alg(HINT))
     assert set(out) == {"teacher_logp", "neg_teacher_logp", "old_logp"}
     hints = {"teacher_logp": [f" {e.answer}\n" for e in s.examples],
              "neg_teacher_logp": [" 14x\n"] * 3 + [" 15\n"] * 2 + [" 81\n"] * 2, "old_logp": [""] * 7}
@@ -128,9 +136,9 @@ def test_unknown_extra_and_missing_reference(setup):
     c = SimpleNamespace(model=s.model, ref_model=None, tokenizer=s.tok, device=torch.device("cpu"))
     st = SimpleNamespace(temperature=1.0, micro_batch_size=8, chunk_tokens=64)
     with pytest.raises(ValueError, match="unknown extras"):
-        compute_extras(frozenset({"nope"}), c, s.batch, st, s.comps, s.examples, HINT)
+        compute_extras(frozenset({"nope"}), c, s.batch, st, s.comps, s.examples, algorithm=alg(HINT))
     with pytest.raises(ValueError, match="no reference model"):
-        compute_extras(frozenset({"ref_logp"}), c, s.batch, st, s.comps, s.examples, HINT)
+        compute_extras(frozenset({"ref_logp"}), c, s.batch, st, s.comps, s.examples, algorithm=alg(HINT))
 
 
 def test_old_logp_from_the_statistics_pass_equals_batch_logprobs():
@@ -139,7 +147,6 @@ def test_old_logp_from_the_statistics_pass_equals_batch_logprobs():
     from types import SimpleNamespace
 
     from rlvr.config.run import load_config
-    from rlvr.train.extras import compute_extras, token_statistics
     from rlvr.train.loop import settings
     from rlvr.models.logprobs import batch_logprobs, pass_args
 
@@ -152,7 +159,7 @@ def test_old_logp_from_the_statistics_pass_equals_batch_logprobs():
     batch = build_batch(comps, [0.0] * 6, tok.pad_token_id)
     s = settings(load_config(overrides=["rollout.temperature=0.7", "train.micro_batch_size=4"]))
     c = SimpleNamespace(model=model, device=torch.device("cpu"), ref_model=None, tokenizer=tok)
-    both = compute_extras(frozenset({"old_logp", "entropy"}), c, batch, s, comps, [], "")
+    both = compute_extras(frozenset({"old_logp", "entropy"}), c, batch, s, comps, [], algorithm=alg(""))
     ref = batch_logprobs(model, batch, **pass_args(s))
     torch.testing.assert_close(both["old_logp"], ref, rtol=0, atol=1e-6)
     alone = token_statistics(model, batch, 0.7, 4, s.chunk_tokens, ["entropy"])
@@ -165,7 +172,7 @@ def test_teacher_kl_equals_the_naive_kl_of_full_distributions(setup):
     s = setup
     c = SimpleNamespace(model=s.model, ref_model=None, tokenizer=s.tok, device=torch.device("cpu"))
     st = SimpleNamespace(temperature=TEMP, micro_batch_size=3, chunk_tokens=2)
-    out = compute_extras(frozenset({"teacher_kl"}), c, s.batch, st, s.comps, s.examples, HINT)["teacher_kl"]
+    out = compute_extras(frozenset({"teacher_kl"}), c, s.batch, st, s.comps, s.examples, algorithm=alg(HINT))["teacher_kl"]
     assert out.shape == s.batch.completion_mask.shape
     for i, comp in enumerate(s.comps):
         n = len(comp.completion_ids)
@@ -177,7 +184,7 @@ def test_teacher_kl_equals_the_naive_kl_of_full_distributions(setup):
         assert torch.allclose(out[i, :n].double(), want, atol=1e-5), i
         assert (out[i, n:] == 0).all()
     assert float(out.max()) > 1e-3  # the hint moves the distributions: the comparison is not vacuous
-    same = compute_extras(frozenset({"teacher_kl"}), c, s.batch, st, s.comps, s.examples, "")["teacher_kl"]
+    same = compute_extras(frozenset({"teacher_kl"}), c, s.batch, st, s.comps, s.examples, algorithm=alg(""))["teacher_kl"]
     assert float(same.abs().max()) < 1e-6
 
 
@@ -208,7 +215,7 @@ def test_cot_teacher_logp_equals_hand_computed(setup):
     s = setup
     c = SimpleNamespace(model=s.model, ref_model=None, tokenizer=s.tok, device=torch.device("cpu"))
     st = SimpleNamespace(temperature=TEMP, micro_batch_size=3, chunk_tokens=2)
-    out = compute_extras(frozenset({"teacher_logp"}), c, s.batch, st, s.comps, s.examples, HINT, "cot_prefix", 3)
+    out = compute_extras(frozenset({"teacher_logp"}), c, s.batch, st, s.comps, s.examples, algorithm=alg(HINT, "cot_prefix", 3))
     best = {0: 0, 1: 3, 2: 5}
     for i, comp in enumerate(s.comps):
         ctx = comp.prompt_ids + list(s.comps[best[comp.group]].completion_ids)[:3]

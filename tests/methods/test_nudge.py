@@ -14,12 +14,12 @@ from rlvr.algorithms.loss_terms.base import LossTermParams
 from rlvr.algorithms.loss_terms.context_distill import context_distill
 from rlvr.algorithms.registry import AdvantageInputs, ObjectiveInputs
 from rlvr.config.run import ConfigError, load_config
-from rlvr.core.batch import build_batch, with_plain_context
+from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import completion_logprobs
-from rlvr.rollout.contexts import ContextCompletion, ContextsWrapper, ContextsConfig, context_rows, draw_counts
-from rlvr.train.extras import compute_extras  # noqa: F401  (the producer of context_index)
+from rlvr.rollout.contexts import (ContextCompletion, ContextsWrapper, ContextsConfig, context_rows, draw_counts,
+                                   plain_context_of, with_plain_context)
 from rlvr.train.loop import settings
 from rlvr.train.update import update_policy
 
@@ -135,12 +135,12 @@ def _batch():
 
 def test_the_plain_context_batch_holds_the_same_completions_after_the_plain_prompts():
     tok, comps, batch = _batch()
-    ctx = batch.context
+    ctx = plain_context_of(batch)
     assert torch.equal(ctx.completion_mask, batch.completion_mask)
     assert torch.equal(ctx.completion_ids * ctx.completion_mask.long(), batch.completion_ids * batch.completion_mask.long())
     sub = batch.select(torch.tensor([0, 2])).trim()
-    assert sub.context.size == 2 and torch.equal(sub.context.completion_mask, sub.completion_mask)
-    assert with_plain_context(build_batch(comps[1:2], [0.0], 0), comps[1:2], 0).context is None
+    assert plain_context_of(sub).size == 2 and torch.equal(plain_context_of(sub).completion_mask, sub.completion_mask)
+    assert plain_context_of(with_plain_context(build_batch(comps[1:2], [0.0], 0), comps[1:2], 0)) is None
 
 
 def test_context_distill_golden_values():
@@ -168,7 +168,7 @@ def test_update_gradient_equals_the_hand_written_loss():
     model.zero_grad()
     mask, adv = batch.completion_mask, batch.advantages
     lp1, _ = completion_logprobs(model, batch)
-    lp0, _ = completion_logprobs(model, batch.context)
+    lp0, _ = completion_logprobs(model, plain_context_of(batch))
     under = torch.tensor([1.0, 0.0, 1.0, 0.0])[:, None] * mask
     per_tok = -adv * lp1 + 0.1 * (-adv * lp0 * under / mask.sum(-1, keepdim=True))
     ((per_tok * mask).sum() / mask.sum()).backward()
@@ -191,7 +191,7 @@ def test_a_batch_without_contexts_is_a_clear_error():
     cfg = load_config(overrides=["algorithm.minibatches=1", "algorithm.loss_terms=[{name: context_distill}]"])
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     with pytest.raises(ValueError, match="needs completions sampled under a context"):
-        update_policy(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0), replace(batch, context=None),
+        update_policy(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0), replace(batch, side=()),
                       settings(cfg))
 
 

@@ -17,7 +17,7 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models.tiny import char_tokenizer
 from rlvr.registry import Params
-from rlvr.train.extras import segment_ends
+from rlvr.passes.segments import segment_ends
 from tests.methods.helpers import run_recipe_steps
 
 GARBAGE = 1e3

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from rlvr.algorithms.registry import CORRECTIONS, CorrectionInputs
-from rlvr.config.run import ParamNoiseConfig, load_config
+from rlvr.config.run import load_config
+from rlvr.rollout.param_noise import ParamNoiseConfig
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Example, GenerationRequest, SamplingParams
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs

@@ -19,7 +19,7 @@ from rlvr.core.types import Example, GenerationRequest, SamplingParams, Segment
 from rlvr.models import TinyModelConfig, build_tiny_model, char_tokenizer, completion_logprobs
 from rlvr.engines import HFEngine
 from rlvr.rollout.strategies.rose import ROSEWrapper, ROSEParams, TreeCompletion, choose_branch, token_uncertainty, tree_rows
-from rlvr.train.extras import compute_extras  # noqa: F401  (the producer of the tree extras)
+from rlvr.train.loop import compute_extras  # noqa: F401  (the step's producer of extras)
 from tests.methods.helpers import Counting, recipe_trains, tiny_overrides
 
 TOK = char_tokenizer("abcd ")

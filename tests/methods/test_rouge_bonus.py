@@ -8,7 +8,7 @@ from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs
 from rlvr.algorithms.transforms.rouge_bonus import RougeBonusParams
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, Example
-from rlvr.train.extras import compute_extras
+from rlvr.train.loop import compute_extras
 
 from tests.methods.helpers import recipe_trains
 
@@ -39,7 +39,7 @@ def test_extra_is_rouge_l_of_the_text_against_the_target():
                 Example("c", "p", "y", target="cat"), Example("d", "p", "y", target="cat")]
     batch = build_batch(comps, [0.0] * 4, 0)
     c = type("C", (), {"device": torch.device("cpu"), "tokenizer": None, "model": None, "ref_model": None})()
-    out = compute_extras(frozenset({"reference_rouge_l"}), c, batch, None, comps, examples, "")
+    out = compute_extras(frozenset({"reference_rouge_l"}), c, batch, None, comps, examples)
     # no target: -1 (no bonus); "dogs" vs "cat": 0; "cats" stems to "cat": 1
     assert out["reference_rouge_l"].tolist() == pytest.approx([10 / 11, -1.0, 0.0, 1.0])
 

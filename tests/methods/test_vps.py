@@ -38,7 +38,7 @@ def test_belief_probe_equals_a_naive_per_prefix_computation():
     comps = _comps(tok)
     examples = [Example(c.example_id, "", a) for c, a in zip(comps, ("3", "8", "4"))]
     batch = build_batch(comps, [1.0, 1.0, 0.0], tok.pad_token_id)
-    from rlvr.train.extras import segment_ends
+    from rlvr.passes.segments import segment_ends
 
     ends = segment_ends(batch, tok)
     cfg = load_config()

@@ -27,7 +27,7 @@ class LossTermParams(Params):
 
 
 class PairSourceParams(Params):
-    """Where a ``pair_batch`` loss term's preference pairs come from (:mod:`rlvr.tasks.preference_pairs`):
+    """Where a ``pair_batch`` loss term's preference pairs come from (:mod:`rlvr.passes.pairs`):
     ``pairs_per_step`` lines of ``path`` drawn each RL step (seeded by the run's seed and the step)."""
 
     path: str = Field(..., description="JSONL file of {prompt, chosen, rejected} lines (prompt: a string or chat "

@@ -5,7 +5,7 @@ Haldar et al., "f-GRPO and Beyond: Divergence-Based RL Algorithms for General LL
 arXiv:2602.05946 (METHODS-objectives.md C7). RECONSTRUCTED from the abstract, as ``f_grpo`` is: the critic
 link (identity), the sequence log-ratio, beta, and the pair loss as f-GRPO's estimator with the chosen rows
 as P and the rejected rows as Q, each pair weighted 1. For the step's K pairs (prompt x, chosen y+,
-rejected y-), drawn from ``path`` (:mod:`rlvr.tasks.preference_pairs`):
+rejected y-), drawn from ``path`` (:mod:`rlvr.passes.pairs`):
 
     T(y)   = beta sum_t M (log pi_theta(y_t | x, y_<t) - log pi_ref(y_t | x, y_<t))   (f_grpo.sequence_critic)
     L_pref = -[ (1/K) sum_j T(y+_j)  -  (1/K) sum_j f*(T(y-_j)) ]

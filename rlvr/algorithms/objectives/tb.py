@@ -34,9 +34,11 @@ from typing import Literal, Union
 
 from pydantic import Field
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.algorithms.objectives.common import groups, masked_seq_sum, require, row_count
 from rlvr.algorithms.objectives.log_z_table import LogZTable
 from rlvr.algorithms.registry import OBJECTIVES, ObjectiveInputs, ObjectiveOutput
+from rlvr.core.prompt_keys import prompt_keys
 from rlvr.lazy import torch
 from rlvr.registry import Params
 
@@ -109,3 +111,9 @@ def tb(inp: ObjectiveInputs, p: TBParams, state: LogZTable | None = None) -> Obj
     acc = accuracy_from_log_z(log_z.detach(), p.beta)
     return loss, {"delta": delta.detach().abs()[:, None].expand(shape), "log_z": log_z.detach()[:, None].expand(shape),
                   "accuracy_estimate": acc[:, None].expand(shape)}
+
+
+@produces("prompt_key")
+def _prompt_key(ctx: ExtraContext, keys: frozenset[str]) -> dict:
+    """Each row's example id as an int64 key, for the learned log Z table (no model pass)."""
+    return {"prompt_key": torch.tensor(prompt_keys(ex.id for ex in ctx.examples), dtype=torch.int64)}

@@ -37,6 +37,7 @@ import re
 
 from pydantic import Field
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, TransformOutput
 from rlvr.lazy import torch
 from rlvr.registry import Params
@@ -117,3 +118,9 @@ def scope_prefix(inp: TransformInputs, p: ScopePrefixParams) -> TransformOutput:
     scaffolded = credit >= 0
     out = torch.where(scaffolded & ~correct, p.weight * credit.clamp(min=0.0), r)
     return out, {"credit_mean": float(credit[scaffolded].mean()) if bool(scaffolded.any()) else 0.0}
+
+
+@produces("step_useful_frac")
+def _step_useful_frac(ctx: ExtraContext, keys: frozenset[str]) -> dict:
+    """The useful share of each completion's steps, from the texts (no model pass)."""
+    return {"step_useful_frac": torch.tensor([useful_fraction(comp.text) for comp in ctx.completions])}

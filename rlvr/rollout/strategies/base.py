@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
+from rlvr.lazy import torch
 from rlvr.registry import Registry
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS
 
@@ -66,3 +68,9 @@ def build_strategy(engine: Any, model, tokenizer, rollout_cfg, chat_template: bo
     """The configured ``rollout.strategy`` around the engine (outside multi-turn, inside guidance)."""
     comp = rollout_cfg.strategy
     return ROLLOUT_STRATEGIES.get(comp.name).fn(engine, model, tokenizer, comp.params, rollout_cfg, chat_template)
+
+
+@produces("process_value")
+def _process_value(ctx: ExtraContext, keys: frozenset[str]) -> dict:
+    """The label a tree strategy gave each row (PROPA's Q value, MURPHY's credit; -1 elsewhere; no model pass)."""
+    return {"process_value": torch.tensor([float(getattr(comp, "process_value", -1.0)) for comp in ctx.completions])}

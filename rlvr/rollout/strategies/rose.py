@@ -52,6 +52,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
+from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.lazy import F, no_grad, torch
@@ -260,3 +261,9 @@ def build_rose(engine: Any, model, tokenizer, params: ROSEParams, rollout_cfg, c
     """ROSE: each group grown one completion a round, branching at the most semantically uncertain token."""
     require_single_turn(rollout_cfg, "rose", "grows")
     return ROSEWrapper(engine, model, tokenizer, params)
+
+
+@produces("tree_node", "tree_parent", "tree_branch")
+def _tree(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
+    """The rows' places in their group's rollout tree, set by this strategy (no model pass)."""
+    return tree_rows(ctx.completions, ctx.batch.completion_mask)

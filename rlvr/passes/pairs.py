@@ -16,6 +16,15 @@ Rows: each pair is ``prompt + response + eos`` twice, the prompt encoded as the 
 (:func:`rlvr.models.prompts.encode_prompt`, chat messages through the tokenizer's template) and the response
 without special tokens; the completion mask covers the response and its eos only. Row ``j`` of ``chosen`` and
 of ``rejected`` is pair ``j`` (``group_index`` j; ``rewards`` 1 and 0).
+
+**The step's rows.** For each such term active at the step, :func:`with_pairs` (the trait's side-row builder,
+:data:`rlvr.algorithms.extra_producers.SIDE_ROWS`) reads the term's ``path`` once per run (kept in the run's memo),
+draws ``pairs_per_step`` pairs with the step's seed, tokenises them and computes their log-probs under the frozen
+reference model; the chosen and the rejected rows ride on the batch as two :class:`~rlvr.core.batch.SideRows` of
+the term (``pair_chosen`` and ``pair_rejected``, the step's own rows, not aligned with the batch's) into the
+update, which runs the policy over them once per minibatch and hands the term
+``pair_{chosen,rejected}_{logp,ref_logp,mask}``. Cost per step: one reference forward over 2 x pairs_per_step rows;
+in the update, one policy forward and backward over them per minibatch.
 """
 
 from __future__ import annotations
@@ -26,13 +35,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from rlvr.core.batch import RolloutBatch, build_batch
+from rlvr.algorithms.extra_producers import SIDE_ROWS, SideContext
+from rlvr.algorithms.loss_terms.base import PairSourceParams
+from rlvr.algorithms.registry import LOSS_TERMS
+from rlvr.core.batch import RolloutBatch, SideRows, build_batch
 from rlvr.core.jsonl import iter_jsonl
 from rlvr.core.types import Completion
+from rlvr.models.logprobs import batch_logprobs, pass_args
 from rlvr.models.prompts import encode_prompt
 
 __all__ = ["PreferencePair", "PairRows", "PairDataError", "parse_pair", "read_pairs", "sample_pairs",
-           "pair_completions", "pair_rows"]
+           "pair_completions", "pair_rows", "with_pairs", "step_pair_rows", "attach_pairs", "pairs_of"]
 
 
 class PairDataError(ValueError):
@@ -152,3 +165,61 @@ def pair_rows(tokenizer, pairs: Sequence[PreferencePair], chat_template: bool = 
     chosen, rejected = pair_completions(tokenizer, pairs, chat_template)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return PairRows(build_batch(chosen, [1.0] * len(chosen), pad), build_batch(rejected, [0.0] * len(rejected), pad))
+
+
+# ---- the step's rows ----------------------------------------------------------------------------------------
+
+def _active_pair_terms(algorithm, step: int) -> list[tuple[int, Any]]:
+    out = []
+    for i, comp in enumerate(algorithm.loss_terms):
+        entry = LOSS_TERMS.get(comp.name)
+        if "pair_batch" in entry.traits and (entry.active is None or entry.active(comp.params, step)):
+            if not isinstance(comp.params, PairSourceParams):
+                raise TypeError(f"loss term {comp.name!r} has the pair_batch trait, so its params must derive from "
+                                "rlvr.algorithms.loss_terms.base.PairSourceParams (path, pairs_per_step)")
+            out.append((i, comp))
+    return out
+
+
+def step_pair_rows(tokenizer, pairs, p: PairSourceParams, seed: int, chat_template: bool = False) -> PairRows:
+    """The ``p.pairs_per_step`` pairs of ``pairs`` that ``seed`` draws, as rows (no reference log-probs yet)."""
+    idx = sample_pairs(len(pairs), p.pairs_per_step, seed)
+    return pair_rows(tokenizer, [pairs[j] for j in idx], chat_template)
+
+
+def attach_pairs(batch: RolloutBatch, rows: dict[int, PairRows]) -> RolloutBatch:
+    """``batch`` with each term's pair rows (term index -> rows with their reference log-probs) as side rows."""
+    side = []
+    for i, r in rows.items():
+        for name, rb in (("pair_chosen", r.chosen), ("pair_rejected", r.rejected)):
+            side.append(SideRows(name, "pair_batch", rb, aligned=False, term=i,
+                                 fixed={"ref_logp": rb.ref_logp, "mask": rb.completion_mask}))
+    return replace(batch, side=(*batch.side, *side))
+
+
+def pairs_of(batch: RolloutBatch, term: int) -> PairRows | None:
+    """Term ``term``'s pair rows on ``batch`` (None when it carries none)."""
+    got = {sd.name: sd.rows for sd in batch.side if sd.trait == "pair_batch" and sd.term == term}
+    return PairRows(got["pair_chosen"], got["pair_rejected"]) if got else None
+
+
+@SIDE_ROWS.register("pair_batch")
+def with_pairs(ctx: SideContext, batch: RolloutBatch) -> RolloutBatch:
+    """``batch`` with the pair rows of the loss terms active at ``ctx.step`` (term ``i`` draws with
+    ``ctx.seed + 7919 i``); the rows carry their reference log-probs."""
+    terms = _active_pair_terms(ctx.algorithm, ctx.step)
+    if not terms:
+        return batch
+    if ctx.ref_model is None:
+        raise ValueError("a loss term on preference pairs needs the reference model's log-probs, and none is loaded")
+    rows = {}
+    for i, comp in terms:
+        p = comp.params
+        key = ("preference_pairs", i, p.path, p.skip_malformed)
+        if key not in ctx.memo:  # read once per run
+            ctx.memo[key] = read_pairs(p.path, p.skip_malformed)
+        r = step_pair_rows(ctx.tokenizer, ctx.memo[key], p, ctx.seed + 7919 * i, ctx.chat_template).to(ctx.device)
+        args = pass_args(ctx.settings)
+        rows[i] = r.with_ref(batch_logprobs(ctx.ref_model, r.chosen, **args),
+                             batch_logprobs(ctx.ref_model, r.rejected, **args))
+    return attach_pairs(batch, rows)

@@ -1,0 +1,25 @@
+"""The ``scoring`` section: how a step's completions are scored (workers, deadline, errors, appeals)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlvr.config.fields import Section
+from rlvr.tasks.appeals import AppealConfig
+
+__all__ = ["ScoringConfig"]
+
+
+class ScoringConfig(Section):
+    workers: int = Field(1, gt=0, description="threads scoring completions (1: in-line)")
+    backend: Literal["threads", "ray"] = Field("threads", description="ray: each completion a Ray task (the ray "
+                                               "extra; cluster at rollout.ray.address)")
+    timeout_s: float = Field(60.0, gt=0.0, description="deadline for scoring one step's completions; "
+                                                        "late ones score 0 and count in score/timeouts")
+    max_error_frac: float = Field(0.5, ge=0.0, le=1.0, description="stop the run when the verifier raises on more "
+                                  "than this share of a step's completions (a broken reward function, not bad "
+                                  "output; 1: never stop)")
+    appeal: AppealConfig = Field(default_factory=AppealConfig, description="E1 appeals: a second verifier re-checks "
+                                 "a sample of each step's negatives and estimates the false-negative rate (fn_rate)")
