@@ -1,12 +1,12 @@
 """Every rollout strategy against plain sampling on the demo task at an equal rollout budget, via ``rlvr compare``.
 
-Variants (recipes): ``grpo`` (plain sampling, the baseline), ``spec_rl`` (G1, speculative reuse of the
-previous epoch's completions), ``latr`` (G2, lookahead tree rollouts), ``arrol`` (G3, over-provisioned groups
-pruned by an online quality head; the checkpoint is set to token 2 for the demo's 3-token answers), ``rose`` (G4, groups grown by
+Variants (recipes): ``grpo`` (plain sampling, the baseline), ``spec_rl`` (speculative reuse of the
+previous epoch's completions), ``latr`` (lookahead tree rollouts), ``arrol`` (over-provisioned groups
+pruned by an online quality head; the checkpoint is set to token 2 for the demo's 3-token answers), ``rose`` (groups grown by
 branching at semantically uncertain tokens, segment-level tree advantages; with the recipe's dynamic sampling)
-``spec_rl_exact`` (the same with ``lenience: 0, exact: true``: exactly on-policy reuse), ``mu_grpo`` (G7, four generation stages with the relaxed clip and veto), ``propa`` (G5, step-level MCTS; the
+``spec_rl_exact`` (the same with ``lenience: 0, exact: true``: exactly on-policy reuse), ``mu_grpo`` (four generation stages with the relaxed clip and veto), ``propa`` (step-level MCTS; the
 demo's answers are one step, so its trees are one level of sibling answers labelled by their simulated
-correctness) and ``murphy`` (G6, failing answers refined after the verifier's feedback). Each runs ``--steps`` RL steps per seed from the demo's own SFT
+correctness) and ``murphy`` (failing answers refined after the verifier's feedback). Each runs ``--steps`` RL steps per seed from the demo's own SFT
 warm-up, with the demo's budget per step; ``rlvr compare`` checks the budgets are equal and writes
 ``OUT/report.html``. Printed per variant: completion tokens generated per step (mean over steps and seeds;
 SPEC-RL and ROSE count only the tokens they sampled, not those they reused), RL seconds per run, and held-out avg@4 after

@@ -1,7 +1,8 @@
-"""GRPO-family advantage estimators: dr_grpo (A5), rloo (A8), reinforce_pp, batch_std.
+"""GRPO-family advantage estimators: dr_grpo, rloo, reinforce_pp, batch_std.
 
-Hand oracles from METHODS-objectives.md (A5, A8) and hand-computed ones (arithmetic in comments), equality
-with naive pure-Python loops on random ragged groups, invariances, config checks, and a real update step.
+Hand oracles from the papers' definitions (Dr. GRPO, arXiv:2503.20783; RLOO, arXiv:2402.14740) and hand-computed
+ones (arithmetic in comments), equality with naive pure-Python loops on random ragged groups, invariances, config
+checks, and a real update step.
 """
 
 import random

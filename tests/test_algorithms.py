@@ -1,4 +1,5 @@
-"""Golden values from METHODS-objectives.md (A1, A2, A3, A9), naive-loop equivalence, invariances."""
+"""Golden values worked out from the definitions of GRPO (arXiv:2402.03300), PPO clip, the loss aggregation modes
+and the k1/k2/k3 KL estimators, naive-loop equivalence, invariances."""
 
 import math
 
@@ -19,7 +20,7 @@ def grpo(rewards, groups=None, **kw):
     return ADVANTAGES.get("grpo").fn(AdvantageInputs(r, g), GRPOAdvantageParams(**kw))
 
 
-# --- A1: GRPO advantages -------------------------------------------------------------------------
+# --- GRPO advantages -----------------------------------------------------------------------------
 
 def test_grpo_unbiased_std_oracle():
     assert torch.allclose(grpo([1, 0, 0, 0], eps=0.0), torch.tensor([1.5, -0.5, -0.5, -0.5]))
@@ -37,7 +38,7 @@ def test_grpo_without_std_is_dr_grpo_advantage():
 
 @pytest.mark.parametrize("rewards", [[1, 1, 1, 1], [0, 0, 0, 0], [0.7, 0.7, 0.7, 0.7], [0.1] * 3])
 def test_grpo_constant_group_gives_exactly_zero(rewards):
-    # float32 statistics give ~1e-2 here for 0.7 (METHODS A1 oracle 5); ours must be exactly 0
+    # float32 statistics give ~1e-2 here for 0.7; ours must be exactly 0
     assert torch.equal(grpo(rewards, eps=1e-9), torch.zeros(len(rewards)))
 
 
@@ -60,7 +61,7 @@ def test_grpo_is_invariant_to_group_affine_reward_transform():
     assert torch.allclose(grpo([3 * x + 7 for x in [1, 0, 0, 1, 0]], eps=0.0), base, atol=1e-6)
 
 
-# --- A2: PPO clip --------------------------------------------------------------------------------
+# --- PPO clip ------------------------------------------------------------------------------------
 
 def ppo(ratio, adv, **kw):
     logp = torch.tensor([[math.log(r) for r in ratio]], dtype=torch.float64, requires_grad=True)
@@ -109,7 +110,7 @@ def test_ppo_clip_rejects_bad_dual_clip():
         PPOClipParams(dual_clip=0.9)
 
 
-# --- A3: aggregation -----------------------------------------------------------------------------
+# --- aggregation ---------------------------------------------------------------------------------
 
 def agg(name, params, loss, mask, groups=None, adv=None):
     g = torch.arange(mask.shape[0]) if groups is None else groups
@@ -181,7 +182,7 @@ def test_dr_grpo_norm_ignores_extra_padding():
         float(agg("seq_mean_token_sum_norm", p, loss, mask)))
 
 
-# --- A9: KL --------------------------------------------------------------------------------------
+# --- KL ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("logp,ref,want", [
     (-1.0, -2.0, {"k1": 1.0, "k2": 0.5, "k3": math.exp(-1)}),

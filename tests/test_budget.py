@@ -1,5 +1,5 @@
-"""Rollout budget allocators: the METHODS oracles (C1 DARS, C2 AR3PO, C3 AERO, C4 CoBA-RL), their defining
-properties, and the multi-stage seam in ``collect_rollouts`` with a scripted engine."""
+"""Rollout budget allocators: hand-worked oracles (DARS, AR3PO, AERO, CoBA-RL; sources in docs/methods.md), their
+defining properties, and the multi-stage seam in ``collect_rollouts`` with a scripted engine."""
 
 import itertools
 import json

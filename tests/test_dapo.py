@@ -1,4 +1,5 @@
-"""DAPO's parts (METHODS-rollout-data-rewards B1): overlong shaping, overlong filtering, dynamic sampling."""
+"""DAPO's parts (arXiv:2503.14476; docs/methods.md, DAPO's sampling and shaping): overlong shaping, overlong
+filtering, dynamic sampling."""
 
 import pytest
 import torch

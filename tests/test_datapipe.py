@@ -76,7 +76,8 @@ def test_exact_dedup_normalises_case_and_whitespace_only():
 
 
 def test_lsh_oracle_collision_probabilities():
-    """H11's oracle for 16 x 8 bands, and the parameters used by default (recall-weighted for 0.7)."""
+    """The reconstruction's oracle for 16 x 8 bands (docs/data.md, Near duplicates), and the parameters used by
+    default (recall-weighted for 0.7)."""
     p = lambda j, b, r: 1 - (1 - j ** r) ** b  # noqa: E731
     assert p(0.9, 16, 8) == pytest.approx(0.9999, abs=1e-3) and p(0.3, 16, 8) == pytest.approx(0.0010, abs=1e-4)
     d = NearDedup()

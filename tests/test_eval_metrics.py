@@ -1,4 +1,4 @@
-"""Golden values for pass@k, avg@k and maj@k (METHODS-rollout-data-rewards A1-A3) and the bootstrap."""
+"""Golden values for pass@k, avg@k and maj@k (pass@k: Chen et al. 2021, arXiv:2107.03374) and the bootstrap."""
 
 import itertools
 import math

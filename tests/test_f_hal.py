@@ -1,7 +1,7 @@
-"""f-HAL (C7, RECONSTRUCTED): the f_preference loss term on off-policy preference pairs (the METHODS oracle, a
-naive loop over pairs with a tiny model, gradient through both sides), the pair source (seeded sampling,
-malformed lines with their line numbers), the update's mix alpha L_fGRPO + (1 - alpha) L_pref against the two
-parts computed separately, and two real steps of the recipe."""
+"""f-HAL (arXiv:2602.05946, RECONSTRUCTED): the f_preference loss term on off-policy preference pairs (a
+hand-worked oracle, a naive loop over pairs with a tiny model, gradient through both sides), the pair source
+(seeded sampling, malformed lines with their line numbers), the update's mix alpha L_fGRPO + (1 - alpha) L_pref
+against the two parts computed separately, and two real steps of the recipe."""
 
 import copy
 import json

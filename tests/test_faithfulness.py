@@ -1,6 +1,6 @@
 """FGRPO's rule-based constraint checks (rlvr/verifiers/faithfulness.py): exact consistency and grounding
 scores on hand-built completions against known scenes, hostile text, the tasks' faithfulness switch, the
-fgrpo transform's dual ascent on these components (the METHODS C17 oracle) and the fgrpo_vlm recipe."""
+fgrpo transform's dual ascent on these components (a hand-worked oracle) and the fgrpo_vlm recipe."""
 
 import json
 import math
@@ -163,7 +163,7 @@ def test_vla_scenes_switch():
 
 
 def test_fgrpo_moves_lambda_by_dual_ascent_on_these_components():
-    """METHODS C17 (eta 0.5, tau 0.9, lambda_0 0): batch means 0.8, 0.85, 0.95 -> lambda 0.05, 0.075, 0.05,
+    """Hand-worked oracle (eta 0.5, tau 0.9, lambda_0 0): batch means 0.8, 0.85, 0.95 -> lambda 0.05, 0.075, 0.05,
     with the batch's consistency scored by the checker from real completions."""
     from rlvr.train.loop import _score_components
 

@@ -1,7 +1,7 @@
-"""MURPHY: the METHODS credit oracle, MaRS / MeRS against a recursive computation on random trees, the tree on
-a scripted policy and a task whose scores and feedback the test controls (top-k pruning, passing nodes left
-alone, refinement prefixes masked, labels = R), the code verifier's feedback in the sandbox, and the recipe
-through the trainer."""
+"""MURPHY: a hand-worked credit oracle, MaRS / MeRS against a recursive computation on random trees, the tree on a
+scripted policy and a task whose scores and feedback the test controls (top-k pruning, passing nodes left alone,
+refinement prefixes masked, labels = R), the code verifier's feedback in the sandbox, and the recipe through the
+trainer."""
 
 import math
 import random

@@ -1,5 +1,6 @@
-"""GSPO, GSPO-token, CISPO objectives and the TIS / MIS corrections: oracles from METHODS-objectives.md (A6, A7,
-C13), naive-loop equivalence with garbage in the padding, paper gradients, padding invariance, config."""
+"""GSPO, GSPO-token, CISPO objectives and the TIS / MIS corrections: hand-worked oracles (GSPO, arXiv:2507.18071;
+CISPO, arXiv:2506.13585; TIS, docs/methods.md, `tis`), naive-loop equivalence with garbage in the padding, paper
+gradients, padding invariance, config."""
 
 import math
 
@@ -50,7 +51,7 @@ def valid(mask, i):
     return [j for j in range(mask.shape[1]) if mask[i, j] > 0]
 
 
-# --- A6: GSPO ------------------------------------------------------------------------------------
+# --- GSPO ----------------------------------------------------------------------------------------
 
 def test_gspo_oracle_clipped_sequence_has_no_gradient():
     logp = row([0.1 - 1.0, -0.1 - 2.0, 0.3 - 0.5], grad=True)
@@ -157,7 +158,7 @@ def test_gspo_masks_padding_and_survives_an_empty_row():
     assert float(loss.abs().max()) < 10  # garbage (1e3) never reached the sequence means
 
 
-# --- A7: CISPO -----------------------------------------------------------------------------------
+# --- CISPO ---------------------------------------------------------------------------------------
 
 def cispo_grad(ratio, adv, **kw):
     old = row([-1.5] * len(ratio))
@@ -240,7 +241,7 @@ def test_objectives_ignore_appended_padding(name, params, aggregation):
     assert torch.allclose(grad2[:, :-4], grad) and torch.equal(grad2[:, -4:], torch.zeros_like(grad2[:, -4:]))
 
 
-# --- C13 / rollout corrections: TIS and MIS ----------------------------------------------------
+# --- rollout corrections: TIS and MIS ----------------------------------------------------------
 
 def correct(name, params, old, behaviour, mask=None):
     mask = torch.ones_like(old) if mask is None else mask

@@ -1,7 +1,7 @@
-"""PACED-RL in full (METHODS H9, RECONSTRUCTED): the learned log Z table of ``tb`` (its update is the exact
-gradient step on the TB loss; on a synthetic stream it learns the base accuracy), the ``paced`` sampler
-reading p_hat off it, the ``paced_replay`` budget (highest-priority stored groups, capacity, ratio, behaviour
-log-probs, checkpoints), the METHODS oracles, and the ``paced_rl_full`` recipe (trains; resumes exactly)."""
+"""PACED-RL in full (arXiv:2602.12642, RECONSTRUCTED): the learned log Z table of ``tb`` (its update is the exact
+gradient step on the TB loss; on a synthetic stream it learns the base accuracy), the ``paced`` sampler reading
+p_hat off it, the ``paced_replay`` budget (highest-priority stored groups, capacity, ratio, behaviour log-probs,
+checkpoints), hand-worked oracles, and the ``paced_rl_full`` recipe (trains; resumes exactly)."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""PROPA: the METHODS oracles, the MCTS tree on a scripted policy whose right first step is known, the
+"""PROPA: hand-worked oracles, the MCTS tree on a scripted policy whose right first step is known, the
 process-value reward and the sibling-set advantage against naive loops, and the recipe through the trainer."""
 
 import math

@@ -1,5 +1,5 @@
-"""Prompt samplers: the METHODS oracles (D1 Prompt Replay, D2 GCS, D3 pairing, D4 TAC, H9 PACED-RL), their
-defining properties, and exact continuation after a JSON state round trip."""
+"""Prompt samplers: hand-worked oracles (Prompt Replay, GCS, pairing, TAC, PACED-RL; sources in docs/methods.md),
+their defining properties, and exact continuation after a JSON state round trip."""
 
 import json
 import math
@@ -40,7 +40,7 @@ def sampler(name, examples, stats=None, seed=0, weights=None, **params):
 
 # ----------------------------------------------------------------------------------------- Prompt Replay
 def test_prompt_replay_oracle_walkthrough():
-    """METHODS D1: P=4, fraction 0.5, cooldown 5, max_reuse 3, window [0.2, 0.7]."""
+    """Prompt Replay walkthrough: P=4, fraction 0.5, cooldown 5, max_reuse 3, window [0.2, 0.7]."""
     pool = {i: Example(str(i), f"{i}?", "a") for i in (10, 23, 45, 67)}
     fresh_pool = [Example(f"f{i}", "?", "a") for i in range(100)]
 

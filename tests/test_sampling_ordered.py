@@ -1,5 +1,5 @@
-"""The difficulty-ordered curriculum (sampler difficulty_order, H10): order, domain balance and
-interleaving by hand, epochs, state, errors, and the recipe's real steps."""
+"""The difficulty-ordered curriculum (sampler difficulty_order; Li et al. 2025, arXiv:2507.17512): order, domain
+balance and interleaving by hand, epochs, state, errors, and the recipe's real steps."""
 
 import pytest
 

@@ -9,10 +9,11 @@ counts RL steps from 0 and ``stats`` carries last step's measurements. The loop 
     accuracy_conditioned  beta = b_min + (b_max - b_min) * sigmoid(k (acc - a0)),  acc = stats["accuracy"]
     adaptive              beta' = beta * (1 + clip(KL / target - 1, -e_max, e_max) / horizon)
 
-``accuracy_conditioned`` is FG-ExPO's AKL, RECONSTRUCTED (METHODS-objectives C10; the paper's exact function
-was not seen): a smooth, non-decreasing function of last step's batch accuracy, loose when the policy is
-weak and tight when it is strong. ``b_max`` defaults to ``base`` so ``kl.coef`` stays the one scale knob;
-``b_min = 0, b_max = 0.04, k = 10, a0 = 0.5`` gives 0.00190 / 0.02 / 0.03810 at acc 0.2 / 0.5 / 0.8.
+``accuracy_conditioned`` is FG-ExPO's AKL (arXiv:2605.11403), RECONSTRUCTED (docs/methods.md,
+`accuracy_conditioned`; the paper's exact function was not seen): a smooth, non-decreasing function of last step's
+batch accuracy, loose when the policy is weak and tight when it is strong. ``b_max`` defaults to ``base`` so
+``kl.coef`` stays the one scale knob; ``b_min = 0, b_max = 0.04, k = 10, a0 = 0.5`` gives 0.00190 / 0.02 / 0.03810
+at acc 0.2 / 0.5 / 0.8.
 
 ``adaptive`` is the proportional controller of Ziegler et al. 2019, "Fine-Tuning Language Models from Human
 Preferences", arXiv:1909.08593, Sec. 2.2: e = clip(KL / KL_target - 1, -0.2, 0.2), beta' = beta (1 + K e).

@@ -21,5 +21,5 @@ class ScoringConfig(Section):
     max_error_frac: float = Field(0.5, ge=0.0, le=1.0, description="stop the run when the verifier raises on more "
                                   "than this share of a step's completions (a broken reward function, not bad "
                                   "output; 1: never stop)")
-    appeal: AppealConfig = Field(default_factory=AppealConfig, description="E1 appeals: a second verifier re-checks "
+    appeal: AppealConfig = Field(default_factory=AppealConfig, description="appeals: a second verifier re-checks "
                                  "a sample of each step's negatives and estimates the false-negative rate (fn_rate)")

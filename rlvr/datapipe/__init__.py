@@ -4,7 +4,7 @@
   numbers;
 - :mod:`.dedup`: exact duplicates (normalised hash) and near duplicates (MinHash + LSH, ``datasketch``);
 - :mod:`.decontam`: n-gram overlap with local benchmark files (13-grams by default);
-- :mod:`.relabel`: re-verification of each row's gold answer with a verifier (E2);
+- :mod:`.relabel`: re-verification of each row's gold answer with a verifier (Zhu & Kang 2026; docs/data.md);
 - :mod:`.pipeline`: :func:`clean_file`, the stages in one pass, and the report;
 - :mod:`.merge`: ``θ = (1 − α)·θ_A + α·θ_B`` over two model directories (L20-Edu-135M).
 

@@ -1,8 +1,9 @@
 """Benchmark-overlap removal: drop a training row that shares an n-gram with a local benchmark file.
 
-L20-Edu-135M (METHODS H11, RECONSTRUCTED): "drop any training document sharing a 13-gram (normalised) with
-any eval item". Normalisation is :func:`rlvr.datapipe.text.words` (NFKC, case-folded, every non-letter,
-non-digit character a separator), so ``What is 2+2?`` and ``what is 2 + 2`` give the same tokens.
+L20-Edu-135M (arXiv:2606.22189, RECONSTRUCTED; docs/data.md, Benchmark overlap): "drop any training document
+sharing a 13-gram (normalised) with any eval item". Normalisation is :func:`rlvr.datapipe.text.words` (NFKC,
+case-folded, every non-letter, non-digit character a separator), so ``What is 2+2?`` and ``what is 2 + 2`` give the
+same tokens.
 
 Benchmark files are read once into a set of n-gram hashes (Python's 64-bit string hash; one dict entry per
 distinct n-gram, which maps to the item it came from, for the evidence):
@@ -28,7 +29,7 @@ from rlvr.datapipe.text import words
 
 __all__ = ["BenchmarkIndex", "Overlap", "DEFAULT_NGRAM"]
 
-DEFAULT_NGRAM = 13  # H11 (and GPT-3's contamination filter)
+DEFAULT_NGRAM = 13  # L20-Edu-135M, as reconstructed (and GPT-3's contamination filter)
 
 
 @dataclass(frozen=True)

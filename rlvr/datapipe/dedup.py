@@ -3,24 +3,24 @@
 **Exact duplicates:** rows whose prompt has the same normal form (:func:`rlvr.datapipe.text.exact_key`:
 NFKC, case-folded, whitespace collapsed) as an earlier kept row. Memory: one 16-byte digest per kept row.
 
-**Near duplicates** (L20-Edu-135M's MinHash/LSH dedup, METHODS H11, RECONSTRUCTED parameters) through the
-``datasketch`` library: each prompt becomes a set of shingles (word 5-grams by default, H11; character
-n-grams optional, better for very short prompts), a MinHash of ``num_perm = 128`` permutations (H11) and an
-LSH index of ``b`` bands of ``r`` rows (``b * r <= 128``). H11's example is 16 x 8 (collision threshold
-``(1/16)^(1/8) ≈ 0.71``); here ``b, r`` come from datasketch's optimiser for the Jaccard ``threshold``
-(default 0.7, H11's ≈ 0.71 rounded) with false negatives weighted 0.9 and false positives 0.1 — for 0.7
-that is 20 x 6, which finds a pair at Jaccard 0.7 with probability 0.92 and at 0.8 with 0.998 (16 x 8:
-0.62 and 0.95). A candidate from LSH is only a candidate: a row is a near duplicate when the MinHash
-estimate of its Jaccard similarity with a kept row is at least ``threshold``, so the extra candidates cost
-time, not precision.
+**Near duplicates** (L20-Edu-135M's MinHash/LSH dedup, arXiv:2606.22189, RECONSTRUCTED parameters;
+docs/data.md, Near duplicates) through the ``datasketch`` library: each prompt becomes a set of shingles (word
+5-grams by default, as reconstructed; character n-grams optional, better for very short prompts), a MinHash of
+``num_perm = 128`` permutations (likewise) and an LSH index of ``b`` bands of ``r`` rows (``b * r <= 128``). The
+reconstruction's example is 16 x 8 (collision threshold ``(1/16)^(1/8) ≈ 0.71``); here ``b, r`` come from
+datasketch's optimiser for the Jaccard ``threshold`` (default 0.7, that example's ≈ 0.71 rounded) with false
+negatives weighted 0.9 and false positives 0.1 — for 0.7 that is 20 x 6, which finds a pair at Jaccard 0.7 with
+probability 0.92 and at 0.8 with 0.998 (16 x 8: 0.62 and 0.95). A candidate from LSH is only a candidate: a row is
+a near duplicate when the MinHash estimate of its Jaccard similarity with a kept row is at least ``threshold``, so
+the extra candidates cost time, not precision.
 
-Rows are compared with the rows kept so far (greedy, in file order): a row is removed as a duplicate of the
-kept row it is most similar to (the earliest of equals), and a removed row is never a reference, so in a
-chain A ~ B ~ C where A and C differ, B goes and C stays. H11 clusters candidates across sources and keeps
-the row from the higher-quality source; one file has one source, so the first occurrence is kept.
-Memory per kept row: its MinHash (``num_perm`` 4-byte values) and datasketch's in-memory LSH tables (one
-key per band, about 6 KB per row at 20 bands): about 7 KB, so 20k rows take about 140 MB and a million
-about 7 GB; the text itself is not kept. (A compact band index of our own would take about a quarter.)
+Rows are compared with the rows kept so far (greedy, in file order): a row is removed as a duplicate of the kept
+row it is most similar to (the earliest of equals), and a removed row is never a reference, so in a chain A ~ B ~ C
+where A and C differ, B goes and C stays. L20-Edu clusters candidates across sources and keeps the row from the
+higher-quality source; one file has one source, so the first occurrence is kept. Memory per kept row: its MinHash
+(``num_perm`` 4-byte values) and datasketch's in-memory LSH tables (one key per band, about 6 KB per row at 20
+bands): about 7 KB, so 20k rows take about 140 MB and a million about 7 GB; the text itself is not kept. (A compact
+band index of our own would take about a quarter.)
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from rlvr.datapipe.text import exact_key, shingles
 
 __all__ = ["ExactDedup", "NearDedup", "DEFAULT_NUM_PERM", "DEFAULT_THRESHOLD", "DEFAULT_SHINGLE_SIZE"]
 
-DEFAULT_NUM_PERM = 128  # H11
-DEFAULT_THRESHOLD = 0.7  # H11: 16 bands x 8 rows -> (1/16)^(1/8) ≈ 0.71
-DEFAULT_SHINGLE_SIZE = 5  # H11: 5-gram word shingles
+DEFAULT_NUM_PERM = 128  # L20-Edu-135M, as reconstructed (docs/data.md, Near duplicates)
+DEFAULT_THRESHOLD = 0.7  # the reconstruction's 16 bands x 8 rows -> (1/16)^(1/8) ≈ 0.71
+DEFAULT_SHINGLE_SIZE = 5  # 5-gram word shingles, as reconstructed
 _LSH_WEIGHTS = (0.1, 0.9)  # (false positive, false negative): favour recall, candidates are re-checked
 
 

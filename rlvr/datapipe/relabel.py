@@ -1,19 +1,19 @@
-"""Label re-verification: does each row's gold answer pass its own verifier? (E2, RECONSTRUCTED.)
+"""Label re-verification: does each row's gold answer pass its own verifier? (RECONSTRUCTED.)
 
-Zhu & Kang 2026 ("Noisy data is destructive to RLVR", METHODS E2) audit labels before training: labels that
-are really equivalent to the truth are kept, truly wrong ones cost 8-10 points. Their pipeline compares a
-label with a trusted gold (normalise, symbolic/numeric equivalence, multi-answer membership, adjudication
-of the rest) and gives each row a status: ``clean``, ``wrong_label`` (E2's "noisy") or ``ambiguous``.
-Here the verifier (any registered name, e.g. ``math`` or ``numeric``, or ``module:function``) does E2's
-steps 1-2; rlvr adds step 3; step 4 (an LLM judge or solver majority) is left to the user, which is what
-``ambiguous`` is for.
+Zhu & Kang 2026 ("Noisy data is destructive to RLVR", arXiv:2603.16140; docs/data.md, Label re-verification) audit
+labels before training: labels that are really equivalent to the truth are kept, truly wrong ones cost 8-10 points.
+Their pipeline compares a label with a trusted gold (normalise, symbolic/numeric equivalence, multi-answer
+membership, adjudication of the rest) and gives each row a status: ``clean``, ``wrong_label`` (their "noisy") or
+``ambiguous``. Here the verifier (any registered name, e.g. ``math`` or ``numeric``, or ``module:function``) does
+steps 1-2 of that pipeline as docs/data.md numbers them; rlvr adds step 3; step 4 (an LLM judge or solver majority)
+is left to the user, which is what ``ambiguous`` is for.
 
 Two modes, per row:
 
 - **with a reference** (the first of ``reference_fields`` present in the row: by default ``gold``,
   ``reference``, ``solution``, ``completion``, i.e. a trusted answer or a worked solution): the label is
   scored as a completion against the reference as gold. Passing: clean. Failing: if the reference lists
-  several answers (``-2 or 2``, ``±2``, ``1; 3``) and the label equals one of them, clean (E2 step 3,
+  several answers (``-2 or 2``, ``±2``, ``1; 3``) and the label equals one of them, clean (step 3,
   membership); if the label lists several and one of them equals the reference, ambiguous; else wrong.
 - **self-check** (no reference): the label is scored as a completion against itself. A label its own
   verifier cannot accept (no extractable answer, not a number for ``numeric``) is wrong; a label listing

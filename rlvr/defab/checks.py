@@ -1,5 +1,5 @@
-"""The polynomial-time checks of DeFAb (Cooper & Velasquez, arXiv 2606.18557, §3–§5; VERIFIERS 5.4;
-METHODS F3), and the decisions the definitions leave open (VERIFIERS 5.9).
+"""The polynomial-time checks of DeFAb (Cooper & Velasquez, arXiv 2606.18557, §3–§5), and the decisions the
+definitions leave open (both in docs/verifiers.md: DeFAb checks and the graded reward; DeFAb decision 1 to 7).
 
 Notation. D⁻ is the challenge theory, h the hypothesis, Γ optional superiority pairs naming h, and
 D′ = D⁻ ∪ {h} ∪ Γ. Exp(D) = {q : D ⊢∂ q}. Following the authors' data, the **anomaly** is the literal
@@ -10,15 +10,15 @@ default full-grounding semantics and takes ``variant`` ("standard" or "defab", s
 Decisions (each is tested in ``tests/defab/test_decisions.py``):
 
 1. Grounding: the semantics is the full grounding; the relevance-restricted grounder exists only as the
-   named option ``grounding="relevant"`` (VERIFIERS 5.9.1; see :mod:`rlvr.defab.ground`).
+   named option ``grounding="relevant"`` (docs/verifiers.md, DeFAb decision 1; see :mod:`rlvr.defab.ground`).
 2. A conservative, well-formed resolution scores 1.0 whether weak or strong; 0.75 is only for a strong
    resolution that is not conservative (:func:`graded_score`). Why: the intended gold defeaters are weak
    and the authors' code gives them 1.0; reading the tiers as 0.75 would cap every gold answer.
-3. Conservativity protects Exp(D⁻) ∩ Exp(D⁻ without the ground rules whose head is the anomaly), minus
-   the anomaly (:func:`protected_expectations`). Why: the literal Exp(D⁻) ∖ {anomaly} contains downstream
-   consequences of the wrong literal that every correct resolution must lose, so the gold would score
-   0.5. Never a hand-picked list, and the observation α is never added as a fact (VERIFIERS 5.7.1: with
-   α as a fact any irrelevant hypothesis "resolves").
+3. Conservativity protects Exp(D⁻) ∩ Exp(D⁻ without the ground rules whose head is the anomaly), minus the anomaly
+   (:func:`protected_expectations`). Why: the literal Exp(D⁻) ∖ {anomaly} contains downstream consequences of the
+   wrong literal that every correct resolution must lose, so the gold would score 0.5. Never a hand-picked list,
+   and the observation α is never added as a fact (with α as a fact any irrelevant hypothesis "resolves";
+   docs/verifiers.md, DeFAb pitfall: the observation is never a fact).
 4. Level 1/2: a hypothesis that restates the target (the fact q, or an empty-body rule for q) scores 0,
    and hypotheses must use the instance's predicates and constants (:mod:`rlvr.defab.score`). Why: "h is
    in the gold set" would otherwise pay for answering the question with itself.
@@ -116,7 +116,8 @@ def criticality(theory: Theory, literal: Literal, *, variant: str = "standard") 
 
 
 def add_hypothesis(theory: Theory, hypothesis: Hypothesis, superiority: Iterable[Superiority] = ()) -> Theory:
-    """D′ = D ∪ {h} ∪ Γ. Never adds the observation as a fact (decision 3, VERIFIERS 5.7.1).
+    """D′ = D ∪ {h} ∪ Γ. Never adds the observation as a fact (decision 3; docs/verifiers.md, DeFAb pitfall: the
+    observation is never a fact).
 
     Raises :class:`~rlvr.defab.syntax.TheoryError` when h's label is taken or Γ is invalid or cyclic.
     """
@@ -275,7 +276,7 @@ def revision_distance(added: int, lost: Iterable) -> int:
 
 
 class Strength(str, enum.Enum):
-    """How a Level-3 answer resolves the anomaly (DeFAb §5, VERIFIERS 5.4)."""
+    """How a Level-3 answer resolves the anomaly (DeFAb §5; docs/verifiers.md, DeFAb checks and the graded reward)."""
 
     UNRESOLVED = "unresolved"  # D′ still derives the anomaly
     WEAK = "weak"  # D′ derives neither the anomaly nor the observation α
@@ -301,7 +302,7 @@ def classify_strength(anomaly_derived: bool, observation_derived: bool, conserva
 
 def graded_score(resolved: bool, well_formed: bool, conservative: bool, strength: Strength,
                  minimal: bool = True) -> float:
-    """The graded Level-3 reward (METHODS F3, decisions 2 and 7b):
+    """The graded Level-3 reward (docs/verifiers.md, DeFAb checks and the graded reward; decisions 2 and 7b):
 
     0 unresolved (or undecodable); 0.25 resolved but outside the language bias; 1.0 conservative and
     minimal; 0.75 conservative but not minimal, or strong but not conservative; 0.5 weak and not

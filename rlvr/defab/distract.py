@@ -1,6 +1,6 @@
 """Distractors for DeFAb instances: statements that are irrelevant to the target or look like the answer.
 
-DeFAb adds k = 5 distractors per instance (VERIFIERS.md §5.2); the strategies are:
+DeFAb adds k = 5 distractors per instance (docs/verifiers.md, DeFAb distractors); the strategies are:
 
 - ``random``: KB edges outside the instance's slice (taxonomy, property and exception edges of classes
   no individual of the instance belongs to), so they share no derivation with the target;

@@ -11,23 +11,23 @@ Defeasible Logic has Linear Complexity", TPLP 2001). R[q] are the rules with hea
 - −∂q: −Δq, and (1) every r ∈ Sup[q] is discarded, or (2) +Δ~q, or (3) some s ∈ Att[q] is applicable
   and every t ∈ Sup[q] is discarded or not superior to s.
 
-**Variants** (VERIFIERS 5.7.2). ``"standard"``: Sup[q] = Rsd[q] and Att[q] = R[~q] (every rule for ~q,
-strict ones included). ``"defab"``: the logic of the DeFAb paper's Definition 7 and of its code
-(``blanc/reasoning/defeasible.py``): only defeasible rules support and defend, Sup[q] = Rd[q], and strict
-rules do not attack, Att[q] = (Rd ∪ Rdf)[~q]; strict rules still act through ±Δ. The code tests "not
-provable" where we use the − tags; the two agree whenever every literal is decided (acyclic theories),
-while ours stays sound on cycles (the code's recursion cap of 100 returns False there, VERIFIERS 5.7.3).
+**Variants** (docs/verifiers.md, DeFAb logic variants). ``"standard"``: Sup[q] = Rsd[q] and Att[q] = R[~q] (every
+rule for ~q, strict ones included). ``"defab"``: the logic of the DeFAb paper's Definition 7 and of its code
+(``blanc/reasoning/defeasible.py``): only defeasible rules support and defend, Sup[q] = Rd[q], and strict rules do
+not attack, Att[q] = (Rd ∪ Rdf)[~q]; strict rules still act through ±Δ. The code tests "not provable" where we use
+the − tags; the two agree whenever every literal is decided (acyclic theories), while ours stays sound on cycles,
+where the code's recursion cap of 100 returns False (docs/verifiers.md, DeFAb pitfall: the authors' code is lenient).
 
 The tags are the least fixpoint of these conditions (proofs are finite), so a loop such as ``a => b``,
 ``b => a`` proves neither +∂ nor −∂ for a and b; checks read "not +∂" as "not derivable".
 
-**Algorithm.** A direct worklist over the four conditions with ≻ handled natively (VERIFIERS 5.8; no
-elim_dfl / elim_sup transformation): literals are interned as integers (complement = id ^ 1); each rule
-keeps counters of antecedents not yet +Δ / +∂ and flags for discarded / neutralised; each literal keeps
-counters of live strict rules, live supporters and unneutralised attackers. Every condition is monotone,
-so it is re-checked exactly when one of its inputs changes. Each body occurrence and each ground
-superiority pair (t ≻ s with complementary heads) is visited O(1) times: time is linear in the size of
-the ground theory. No recursion, so cyclic theories terminate.
+**Algorithm.** A direct worklist over the four conditions with ≻ handled natively (docs/verifiers.md, DeFAb engine;
+no elim_dfl / elim_sup transformation): literals are interned as integers (complement = id ^ 1); each rule keeps
+counters of antecedents not yet +Δ / +∂ and flags for discarded / neutralised; each literal keeps counters of live
+strict rules, live supporters and unneutralised attackers. Every condition is monotone, so it is re-checked exactly
+when one of its inputs changes. Each body occurrence and each ground superiority pair (t ≻ s with complementary
+heads) is visited O(1) times: time is linear in the size of the ground theory. No recursion, so cyclic theories
+terminate.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Procedural DeFAb instances (Levels 1–3) from a knowledge base of :mod:`rlvr.defab.kb`.
 
-Construction (DeFAb §3, VERIFIERS.md §5.2–5.3, type-grounded family κ_type):
+Construction (DeFAb §3, type-grounded family κ_type; docs/verifiers.md, DeFAb instances from knowledge bases):
 
 1. Pick ``n_individuals`` individuals of the KB (seeded) and keep the KB slice above their classes:
    facts ``class(ind)``, strict rules ``child(X) -> parent(X)`` from ``isa``, defeasible rules
@@ -12,12 +12,12 @@ Construction (DeFAb §3, VERIFIERS.md §5.2–5.3, type-grounded family κ_type)
    - L2: e is a defeasible rule ``class(X) => p(X)``, q = ``p(ind)`` derived in D;
    - L3: e is a defeater ``c(X) ~> ~p(X)``, the anomaly is ``p(ind)``: derived in D∖{e} but not in D.
    D⁻ = D∖{e}; e is critical (e ∈ Crit*(D, q)) because D⁻ no longer derives q, which is checked.
-   Level-3 golds come in the two hypothesis types of DeFAb §5 / VERIFIERS 5.3 step 4: with probability
-   ``exceptions`` the gold is the **exception with priority** ``h1: c(X) => ~p(X).`` plus ``h1 > r.`` for
-   every defeasible rule or defeater r of D⁻ whose instance for ind supports p(ind) and is applicable
-   (so D′ derives ~p(ind): a conservative strong resolution, "restructuring"); otherwise the defeater
-   ``h1: c(X) ~> ~p(X).`` (a conservative weak resolution). Both score 1.0 (decision 2); an exception
-   gold is kept only if it verifies as restructuring, else the instance falls back to the defeater.
+   Level-3 golds come in the two hypothesis types of DeFAb §5 (docs/verifiers.md, DeFAb theories and levels):
+   with probability ``exceptions`` the gold is the **exception with priority** ``h1: c(X) => ~p(X).`` plus
+   ``h1 > r.`` for every defeasible rule or defeater r of D⁻ whose instance for ind supports p(ind) and is
+   applicable (so D′ derives ~p(ind): a conservative strong resolution, "restructuring"); otherwise the
+   defeater ``h1: c(X) ~> ~p(X).`` (a conservative weak resolution). Both score 1.0 (decision 2); an
+   exception gold is kept only if it verifies as restructuring, else the instance falls back to the defeater.
 3. Add distractors (:mod:`rlvr.defab.distract`), shuffle statement order, relabel rules by kind
    (``s1.., r1.., d1..``) so that neither order nor a label gap gives the answer away; the gold rule is
    labelled ``h1``.

@@ -21,7 +21,7 @@ Three modes:
   when its body lies in the least model of the strict and defeasible rules read as Horn clauses. It drops
   loops on underivable literals (``p(X) => p(X)`` with no ``p`` fact), whose instances leave ``p(a)``
   undecided under full grounding and so keep rules with ``p(a)`` in their body from being discarded.
-  VERIFIERS 5.9.1 measured the two disagreeing on +∂ in ~40% of random datalog theories.
+  The two disagree on +∂ in ~40% of random datalog theories (docs/verifiers.md, DeFAb decision 1).
 
 Rules must be **range-restricted** (every head variable occurs in the body) unless
 ``range_restricted=False``, in which case head-only variables range over the theory's constants as the

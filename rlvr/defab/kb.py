@@ -8,12 +8,12 @@ A knowledge base (KB) is a plain edge list, one edge per line, fields separated 
     except  penguin  flies      # exception (seeds a defeater) -> penguin(X) ~> ~flies(X).
     inst    pingu    penguin    # an individual of a class     -> penguin(pingu).
 
-This is DeFAb's type-grounded family κ_type (VERIFIERS.md §5.2): ``IsA`` edges are strict, property
-edges (ConceptNet CapableOf/HasProperty) defeasible, and NotCapableOf-style exceptions become defeaters.
-Names must be valid predicate/constant names of :mod:`rlvr.defab.syntax` (lowercase first letter,
-letters, digits, ``_``). Class names and property names must be disjoint (a name is either a noun,
-rendered "x is a penguin", or a verb phrase, rendered "x flies"), the taxonomy must be acyclic, and an
-exception must name a class and a known property. Every error names the file and the line.
+This is DeFAb's type-grounded family κ_type (docs/verifiers.md, DeFAb instances from knowledge bases): ``IsA``
+edges are strict, property edges (ConceptNet CapableOf/HasProperty) defeasible, and NotCapableOf-style exceptions
+become defeaters. Names must be valid predicate/constant names of :mod:`rlvr.defab.syntax` (lowercase first letter,
+letters, digits, ``_``). Class names and property names must be disjoint (a name is either a noun, rendered "x is a
+penguin", or a verb phrase, rendered "x flies"), the taxonomy must be acyclic, and an exception must name a class
+and a known property. Every error names the file and the line.
 
 Four KBs ship with the package (``animals``, ``vehicles``, ``food``, ``occupations``); :func:`load_kb`
 takes one of those names or a path to a user's own file in the same format.

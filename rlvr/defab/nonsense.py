@@ -1,10 +1,10 @@
 """Synthetic-vocabulary control: rename every predicate and constant to a made-up pronounceable word.
 
-DeFAb's contamination control (VERIFIERS.md §5.2) keeps the logical structure of an instance and
-replaces its vocabulary, so that Acc_nat − Acc_syn measures how much a model leans on world knowledge
-("penguins don't fly") instead of the theory. The renaming is a bijection applied consistently to the
-theory, the target, the gold and the glossary, so the renamed gold verifies exactly when the original
-does. Variables and rule labels are kept (they carry no world knowledge).
+DeFAb's contamination control (docs/verifiers.md, DeFAb synthetic vocabulary) keeps the logical structure of an
+instance and replaces its vocabulary, so that Acc_nat − Acc_syn measures how much a model leans on world knowledge
+("penguins don't fly") instead of the theory. The renaming is a bijection applied consistently to the theory, the
+target, the gold and the glossary, so the renamed gold verifies exactly when the original does. Variables and rule
+labels are kept (they carry no world knowledge).
 
 Words are consonant–vowel syllables (``"bavoku"``), 2–3 per word, drawn from the instance's seeded RNG;
 a word is never reused within an instance and never equals an original name.

@@ -1,6 +1,6 @@
 """The four DeFAb surface renderings (M1–M4), their answer decoders, and the rendering-robust score.
 
-Renderings (DeFAb §5, VERIFIERS.md §5.5) of the same instance:
+Renderings (DeFAb §5; docs/verifiers.md, DeFAb renderings) of the same instance:
 
 - ``narrative`` (M1): English sentences, the variable is "something"/"it"
   ("If something is a bird, then normally it flies.");
@@ -257,5 +257,6 @@ def robust_score(instance, completions: Mapping[str, str]) -> float:
 
 
 def rendering_robust_accuracy(results: Sequence[tuple]) -> float:
-    """Mean over ``(instance, {style: completion})`` pairs of :func:`robust_score` (DeFAb §5.5)."""
+    """Mean over ``(instance, {style: completion})`` pairs of :func:`robust_score` (docs/verifiers.md, DeFAb
+    renderings)."""
     return sum(robust_score(i, c) for i, c in results) / len(results) if results else 0.0

@@ -2,7 +2,7 @@
 (``rollout.stages = S > 0``): a producer thread collects the rollouts ahead of the trainer. (With neither,
 each step collects its own, in line: ``rl_step``.)
 
-Stages (G7, Tian, Xie, Wei 2026, "How Off-Policy Can GRPO Be? mu-GRPO", arXiv:2605.17570; RECONSTRUCTED
+Stages (Mu-GRPO: Tian, Xie, Wei 2026, "How Off-Policy Can GRPO Be? mu-GRPO", arXiv:2605.17570; RECONSTRUCTED
 loss details, stage structure confirmed): the run's ``train.steps`` are cut into S stages of
 ``L = ceil(steps / S)`` steps; every step of a stage is generated with the policy of the stage's first step
 (``v(j) = first + floor((j - first) / L) L``), so the producer generates the whole stage's rollouts at once,

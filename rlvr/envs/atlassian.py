@@ -1,12 +1,12 @@
 """An in-memory, deterministic issue-tracker + wiki API (Jira-like issues, Confluence-like pages).
 
-In the spirit of the enterprise tool-call environments of Vissa et al. 2026, "Beyond Next-Token Prediction:
-An RLVR Proof of Concept for Tool-Use Agents on Atlassian Workflows" (arXiv:2607.01465; methods file F2,
-RECONSTRUCTED: the paper's emulators are not public). Eleven tools, each described by a JSON schema
-(:data:`TOOL_SCHEMAS`), with nested arguments, required fields and parent-child constraints shaped like
-Jira REST v3 / Confluence v2: ``fields.project.key``, ``fields.issuetype.name``, ``body.storage.value``,
-sub-tasks need an existing parent in the same project, page updates need ``version.number`` = current + 1,
-page titles are unique per space, status changes follow a fixed workflow.
+In the spirit of the enterprise tool-call environments of Vissa et al. 2026, "Beyond Next-Token Prediction: An RLVR
+Proof of Concept for Tool-Use Agents on Atlassian Workflows" (arXiv:2607.01465; RECONSTRUCTED: the paper's
+emulators are not public). Eleven tools, each described by a JSON schema (:data:`TOOL_SCHEMAS`), with nested
+arguments, required fields and parent-child constraints shaped like Jira REST v3 / Confluence v2:
+``fields.project.key``, ``fields.issuetype.name``, ``body.storage.value``, sub-tasks need an existing parent in the
+same project, page updates need ``version.number`` = current + 1, page titles are unique per space, status changes
+follow a fixed workflow.
 
 Everything is deterministic: issue keys count up per project (``ENG-1``), ids and page ids count up
 globally, and no clock or randomness is used, so a trace always yields the same state. A call never raises:

@@ -1,4 +1,5 @@
-"""Code with execution feedback (``code_feedback``): MURPHY's setting (G6), one candidate program per turn.
+"""Code with execution feedback (``code_feedback``): MURPHY's setting (arXiv:2511.07833), one candidate
+program per turn.
 
 **The episode.** The example carries unit tests in ``meta["tests"]`` (the function they call in
 ``meta["entry_point"]`` / ``"fn_name"`` / ``"func_name"`` where a form needs one). Each policy turn is a

@@ -1,4 +1,5 @@
-"""Dafny programs against a fixed specification, verified turn by turn (``dafny``): F6's multi-turn setting.
+"""Dafny programs against a fixed specification, verified turn by turn (``dafny``): the multi-turn
+setting of Tan 2026, arXiv:2605.30914.
 
 **The episode.** ``example.meta["spec"]`` is the task's Dafny specification: its declarations *with* a
 body (functions, predicates, datatypes, classes, helper lemmas) are fixed and must appear in the program
@@ -8,16 +9,16 @@ exactly as given, at the top level, directly followed by a body. Each policy tur
 last fenced ```dafny block (else the last fenced block, else the whole turn). The prompt states the task, so
 ``reset`` returns "".
 
-**Each turn** is first checked for specification hacking (F6's filters; comments and whitespace never
-matter, so the comparison is token by token) and every violation is named: a spec declaration missing,
-changed (a weakened, removed or added ``ensures``/``requires``, a changed signature, an added modifier) or
-declared twice (shadowing); an ``assume``; an attribute off the allow list (``{:verify false}``,
-``{:axiom}``, ``{:extern}``, ``{:termination false}``, ``{:autoReq}``... only ``allowed_attributes`` pass);
-``decreases *`` (a method that may not terminate satisfies any postcondition); ``include``; modules (unless
-``allow_modules``). A program that passes runs ``dafny /compile:0 /noCheating:1 /timeLimit:N`` (Dafny 2.3)
-inside the sandbox (:mod:`rlvr.sandbox`, no network, wall-clock and memory limits); ``/noCheating:1``
-turns any assumption left (bodyless lemmas, functions or ``forall`` statements that would act as axioms)
-into an error, reported as a violation too.
+**Each turn** is first checked for specification hacking (the filters we reconstructed from Tan 2026; comments and
+whitespace never matter, so the comparison is token by token) and every violation is named: a spec declaration
+missing, changed (a weakened, removed or added ``ensures``/``requires``, a changed signature, an added modifier) or
+declared twice (shadowing); an ``assume``; an attribute off the allow list (``{:verify false}``, ``{:axiom}``,
+``{:extern}``, ``{:termination false}``, ``{:autoReq}``... only ``allowed_attributes`` pass); ``decreases *`` (a
+method that may not terminate satisfies any postcondition); ``include``; modules (unless ``allow_modules``). A
+program that passes runs ``dafny /compile:0 /noCheating:1 /timeLimit:N`` (Dafny 2.3) inside the sandbox
+(:mod:`rlvr.sandbox`, no network, wall-clock and memory limits); ``/noCheating:1`` turns any assumption left
+(bodyless lemmas, functions or ``forall`` statements that would act as axioms) into an error, reported as a
+violation too.
 
 **Rewards.** A turn whose program keeps the specification and verifies (no error, no time-out, at least
 one verified item) has reward 1 and ends the episode; every other turn has reward 0 and its observation

@@ -10,8 +10,8 @@ the last, merging the rest. For boundaries ``t_0 = 0 < t_1 < ... < t_K = |y|``:
     belief_segment[i, t]  = k                  (1 .. K; 0 on padding)
 
 One no-grad forward per boundary, K + 1 per completion, batched like every other extra pass. ``a*`` is the
-example's gold answer, tokenised after the suffix (``algorithm.belief.suffix``). RECONSTRUCTED (Zhu et al.
-2026, GRPO-VPS, arXiv:2604.20659, METHODS H8: no code): the answer-eliciting suffix and the segmentation.
+example's gold answer, tokenised after the suffix (``algorithm.belief.suffix``). RECONSTRUCTED (Zhu et al. 2026,
+GRPO-VPS, arXiv:2604.20659, no code; docs/methods.md, `vps`): the answer-eliciting suffix and the segmentation.
 """
 
 from __future__ import annotations

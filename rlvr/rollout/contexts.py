@@ -2,10 +2,10 @@
 rollouts.
 
 Kim et al. 2026, "Nudging Beyond the Comfort Zone: Efficient Strategy-Guided Exploration for RLVR",
-arXiv:2605.15726; code ``tally0818/NudgeRL`` (``NudgeRLTrainer._get_rollout_counts``, METHODS H1, EXACT from
-code). For a request of ``n = num_contexts x per_context`` completions, the example's first
-``num_contexts`` contexts (strategy hints: ``Example.meta[source]``, a list of strings; else ``fallback``)
-each get ``per_context`` draws, and each draw moves to the plain ("dropout") group with probability
+arXiv:2605.15726; code ``tally0818/NudgeRL`` (``NudgeRLTrainer._get_rollout_counts``; EXACT from code;
+docs/methods.md, `rollout.contexts`). For a request of ``n = num_contexts x per_context`` completions, the
+example's first ``num_contexts`` contexts (strategy hints: ``Example.meta[source]``, a list of strings; else
+``fallback``) each get ``per_context`` draws, and each draw moves to the plain ("dropout") group with probability
 ``p_dropout``:
 
     d_h ~ Binomial(per_context, p_dropout)          group sizes: [sum_h d_h (plain), per_context - d_h, ...]

@@ -1,9 +1,9 @@
 """In-context demonstrations for guided rollouts (``rollout.guidance.demos``): ICPO's implicit expert.
 
 Huang, Tang, Liu, Bai, Yang, Wu 2025, "Think Outside the Policy: In-Context Steered Policy Optimization",
-arXiv:2510.26519; code ``Celine-hxy/ICPO`` (``utils/prompt_builder.py::ICLPromptBuilder``,
-``utils/demo_cache.py``, ``trainer/icpo_trainer.py::process_off_policy_batch``). METHODS H5. A guided
-rollout's prompt becomes k demonstrations (question, solution) from a pool, then the question:
+arXiv:2510.26519; code ``Celine-hxy/ICPO`` (``utils/prompt_builder.py::ICLPromptBuilder``, ``utils/demo_cache.py``,
+``trainer/icpo_trainer.py::process_off_policy_batch``; docs/methods.md, `rollout.guidance`). A guided rollout's
+prompt becomes k demonstrations (question, solution) from a pool, then the question:
 
     Question: {demo question 1}\\nAnswer: {demo solution 1}  <sep>  ...  <sep>  Question: {question}\\nAnswer:
 

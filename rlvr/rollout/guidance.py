@@ -1,13 +1,13 @@
 """Guided rollouts: a fraction of each group is generated from the prompt plus a privileged hint.
 
-For OC-GRPO (METHODS-objectives C12; objective ``oc_grpo``): a wrapper around any engine that, for each
-request of n completions, samples ``k = floor(fraction * n + 1/2)`` of them from the prompt with
-``rollout.guidance.hint`` appended (``{answer}``: the gold answer, ``{target}``: the reference solution)
-and the rest from the plain prompt, in one call to the wrapped engine. Every returned completion carries
-the *unguided* prompt's token ids, so the batch trains the hint-free policy, while a guided completion
-keeps the engine's behaviour log-probs, taken under the guided context, and is a :class:`GuidedCompletion`
-(its ``guided`` extra is 1). The hint goes at the end of the prompt text (inside the user turn when a chat
-template applies; appended to the last message of a chat prompt).
+For OC-GRPO (objective ``oc_grpo``; docs/methods.md, `rollout.guidance`): a wrapper around any engine that, for
+each request of n completions, samples ``k = floor(fraction * n + 1/2)`` of them from the prompt with
+``rollout.guidance.hint`` appended (``{answer}``: the gold answer, ``{target}``: the reference solution) and the
+rest from the plain prompt, in one call to the wrapped engine. Every returned completion carries the *unguided*
+prompt's token ids, so the batch trains the hint-free policy, while a guided completion keeps the engine's
+behaviour log-probs, taken under the guided context, and is a :class:`GuidedCompletion` (its ``guided`` extra is
+1). The hint goes at the end of the prompt text (inside the user turn when a chat template applies; appended to the
+last message of a chat prompt).
 
 With ``demos`` > 0 (ICPO, :mod:`rlvr.rollout.demos`), a guided prompt also opens with that many
 in-context demonstrations drawn from a pool, and its question is put in ``question_format``; the hint, if

@@ -1,10 +1,10 @@
 """Parameter-space noise for rollouts (PSN-RLVR), with an adaptive noise scale (RECONSTRUCTED scheduler).
 
-PSN-RLVR (arXiv:2602.02555, METHODS-objectives C13) generates rollouts from perturbed weights
+PSN-RLVR (arXiv:2602.02555; docs/methods.md, `rollout.param_noise`) generates rollouts from perturbed weights
 ``theta~ = theta + sigma * eps``, ``eps ~ N(0, I)``, for trajectory-level exploration, and corrects the
-sampling-update mismatch with truncated importance sampling: the engine's behaviour log-probs are taken
-under theta~, so ``algorithm.correction: {name: tis, cap: 2}`` weighs each token's loss by
-``min(pi_old / pi_theta~, C)`` (:mod:`rlvr.algorithms.corrections.tis`).
+sampling-update mismatch with truncated importance sampling: the engine's behaviour log-probs are taken under
+theta~, so ``algorithm.correction: {name: tis, cap: 2}`` weighs each token's loss by ``min(pi_old / pi_theta~, C)``
+(:mod:`rlvr.algorithms.corrections.tis`).
 
 This wrapper perturbs the module the wrapped engine generates with (engines that share the trainer's
 module: ``hf``) in place, generates, and restores the saved weights bit for bit (even if generation

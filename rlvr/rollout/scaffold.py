@@ -1,11 +1,11 @@
 """Answer-hidden scaffolds for problems the model cannot solve yet (``rollout.scaffold``): SCOPE-RL's first
 stage.
 
-"SCOPE-RL: Scaffolded Chain Optimization with Process Efficiency" (abstract in the seed list; code not
-public). METHODS H7, RECONSTRUCTED. A problem's reference solution is decomposed offline into sub-questions
-q_1..q_m with verifiable intermediate answers a_1..a_m (``Example.meta[source]``: a list of
-``{"question": ..., "answer": ...}``, written by the user or an LLM). Training prompts of problems the model
-fails get the first j sub-questions (never their answers):
+"SCOPE-RL: Scaffolded Chain Optimization with Process Efficiency" (arXiv id not known; code not public;
+docs/methods.md, `rollout.scaffold`). RECONSTRUCTED. A problem's reference solution is decomposed offline into
+sub-questions q_1..q_m with verifiable intermediate answers a_1..a_m (``Example.meta[source]``: a list of
+``{"question": ..., "answer": ...}``, written by the user or an LLM). Training prompts of problems the model fails
+get the first j sub-questions (never their answers):
 
     prompt = ``template`` with the problem and "1. q_1 ... j. q_j"           (j: the problem's depth)
     depth:  none until the problem's last observed pass rate is 0, then m (start large);

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlvr.config.run import RunConfig
+from rlvr.config.run import RunConfig, length_limits
 from rlvr.eval.evaluate import evaluate, scalar_metrics
 from rlvr.eval.output import eval_path, write_eval
 from rlvr.models.lora import describe
@@ -46,7 +46,7 @@ def _write_extra(c: Components, folder) -> None:
 def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress=None) -> dict[str, Any]:
     e = cfg.eval
     return evaluate(engine, task, e.split, e.num_examples, e.samples, e.temperature,
-                    cfg.rollout.max_new_tokens, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
+                    length_limits(cfg).completion, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
                     report_greedy=e.report_greedy, on_progress=on_progress)
 
 

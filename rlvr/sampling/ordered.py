@@ -1,5 +1,5 @@
 """A difficulty-ordered curriculum over a task mixture (sampler ``difficulty_order``), as in the multi-domain
-RLVR study (H10: Li et al. 2025, "Can One Domain Help Others? A Data-Centric Study on Multi-Domain Reasoning
+RLVR study (Li et al. 2025, "Can One Domain Help Others? A Data-Centric Study on Multi-Domain Reasoning
 via Reinforcement Learning", arXiv:2507.17512; its verl run concatenates the domain datasets, sizes
 normalised, and orders them by difficulty with ``data.shuffle=False``). PARTIAL: the setup is from the
 study's code; how it breaks difficulty ties is not stated.
@@ -95,5 +95,5 @@ class DifficultyOrderSampler:
 
 @SAMPLERS.register("difficulty_order", DifficultyOrderParams)
 def difficulty_order(ctx: SamplerContext, p: DifficultyOrderParams) -> DifficultyOrderSampler:
-    """H10: the mixture's examples in order of difficulty, domains balanced and interleaved, no shuffle."""
+    """The mixture's examples in order of difficulty, domains balanced and interleaved, no shuffle."""
     return DifficultyOrderSampler(ctx.examples, p, ctx.seed)

@@ -1,10 +1,10 @@
 """PACED-RL's error-prioritised replay of stored rollouts, as a rollout budget (``paced_replay``).
 
 Kim, Kim, Kim, Lee, Rhee, Jung 2026, "Beyond Normalization: Rethinking the Partition Function as a Difficulty
-Scheduler for RLVR", arXiv:2602.12642 (no code; METHODS H9, RECONSTRUCTED: the replay ratio, buffer size,
-staleness limit and the refresh of priorities were not recovered). After scoring, each prompt's group is
-stored with the error of the accuracy estimate it was scheduled by; the most wrongly estimated stored
-groups are mixed into the next batches::
+Scheduler for RLVR", arXiv:2602.12642 (no code; docs/methods.md, `paced_replay`; RECONSTRUCTED: the replay ratio,
+buffer size, staleness limit and the refresh of priorities were not recovered). After scoring, each prompt's group
+is stored with the error of the accuracy estimate it was scheduled by; the most wrongly estimated stored groups are
+mixed into the next batches::
 
     allocate(examples):  G completions each (one round); p_before(x) = p_hat(x) now
     finalize(groups, t):

@@ -1,7 +1,7 @@
 """The code verifier's judge: runs inside the sandbox as the main program, the solution in a child process.
 
-Standalone (stdlib only; no rlvr import): the host copies it into the sandbox as ``/box/main.py``. Design, and
-why each part is there (reward hacks named in VERIFIERS.md sections 4 and 6):
+Standalone (stdlib only; no rlvr import): the host copies it into the sandbox as ``/box/main.py``. Design, and why
+each part is there (reward hacks listed in docs/verifiers.md, Code execution: reward hacks):
 
 - **Two processes.** The judge (this process) holds the tests; the solution runs in a child,
   ``rlvr_sandbox_rpc.py --serve`` (``rpc.py`` on the host), which loads it as module ``solution``. Unit-test

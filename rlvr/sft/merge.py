@@ -1,11 +1,11 @@
-"""SFT weight interpolation (L20-Edu-135M, METHODS H11): ``θ = (1 − α)·θ_A + α·θ_B``.
+"""SFT weight interpolation (L20-Edu-135M): ``θ = (1 − α)·θ_A + α·θ_B``.
 
-L20-Edu interpolates the base model (A) and its SFT model (B) with an ``α`` chosen on a validation harness
-(e.g. 0.5); H11's oracle: ``α = 0`` returns θ_A exactly and ``α = 1`` returns θ_B exactly (both are
-copies here, not arithmetic). In between, each floating-point tensor is interpolated in float32 and cast
-back to A's dtype; integer and boolean tensors (buffers) must be equal in both. The two directories must
-hold the same architecture (``model_type`` and ``architectures`` in config.json) and the same tensor names
-and shapes; any difference is a :class:`MergeError` that names it. The result is written with
+L20-Edu (arXiv:2606.22189; docs/data.md, `rlvr merge`) interpolates the base model (A) and its SFT model (B) with
+an ``α`` chosen on a validation harness (e.g. 0.5); the test oracle: ``α = 0`` returns θ_A exactly and ``α = 1``
+returns θ_B exactly (both are copies here, not arithmetic). In between, each floating-point tensor is interpolated
+in float32 and cast back to A's dtype; integer and boolean tensors (buffers) must be equal in both. The two
+directories must hold the same architecture (``model_type`` and ``architectures`` in config.json) and the same
+tensor names and shapes; any difference is a :class:`MergeError` that names it. The result is written with
 transformers' ``save_pretrained`` (safetensors), with A's config and A's tokenizer when A has one.
 """
 

@@ -2,7 +2,7 @@
 solutions into the bare question.
 
 Mitra et al. 2025, "Semantic Soft Bootstrapping", arXiv:2512.05105; code ``purbeshmitra/semantic-soft-
-bootstrapping`` (``logit_gen.py``: data and teacher logits; ``ssb_train.py``: the KD trainer). METHODS H3,
+bootstrapping`` (``logit_gen.py``: data and teacher logits; ``ssb_train.py``: the KD trainer; docs/methods.md, ``ssb``),
 EXACT from code except where noted. Per training problem (``sft.ssb``):
 
     K attempts at temperature 0.8 (``rollouts``), each scored by the task's verifier; its final answer is

@@ -1,6 +1,6 @@
-"""E1's appeal mechanism: a second verifier re-checks a sample of the negatives online and estimates the
-task verifier's false-negative rate rho1 (Cai et al. 2025, arXiv:2510.00915; the appeal details are
-RECONSTRUCTED, METHODS-rollout-data-rewards.md section E1).
+"""The appeal mechanism: a second verifier re-checks a sample of the negatives online and estimates the task
+verifier's false-negative rate rho1 (Cai et al. 2025, arXiv:2510.00915; the appeal details are RECONSTRUCTED;
+docs/methods.md, Appeals).
 
 After a step's rollouts are collected (``rlvr.train.rollouts.collect_rollouts``, the trained batch), with
 ``scoring.appeal.verifier`` set:
@@ -47,7 +47,7 @@ PROVIDES = frozenset({FN_RATE})  # the score components the appeal writes for th
 
 
 class AppealConfig(BaseModel):
-    """``scoring.appeal``: re-check a sample of each step's negatives with a second verifier (E1)."""
+    """``scoring.appeal``: re-check a sample of each step's negatives with a second verifier (Cai et al. 2025)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

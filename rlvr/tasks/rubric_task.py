@@ -10,13 +10,13 @@ parsed at load, so a bad criterion fails there with its file and line; ``answer`
 supervised target; every other field goes to ``Example.meta``. Without ``eval_path`` a seeded
 ``eval_fraction`` of the train file is held out.
 
-Rewards. Evaluation (``Task.score``) is always the human-weighted rubric ``sum_c h_c s_c / sum_c h_c``,
-which is also POW3R's evaluation reward. With ``weighting: pow3r`` (Tyagi et al. 2026, arXiv:2605.20164;
-methods file E3, RECONSTRUCTED) training rewards come from ``score_group``: each prompt's group of
-completions re-weights its criteria by their contrast across the group (:class:`PolicyAwareRubric`), using
-the criterion scores ``score`` already computed. A completion that timed out or errored keeps its 0 and its
-reason (it fails every criterion). The optional contrast EMA lives in the task and is checkpointed.
-``required_gate`` zeroes both rewards unless every required criterion holds.
+Rewards. Evaluation (``Task.score``) is always the human-weighted rubric ``sum_c h_c s_c / sum_c h_c``, which is
+also POW3R's evaluation reward. With ``weighting: pow3r`` (Tyagi et al. 2026, arXiv:2605.20164; RECONSTRUCTED)
+training rewards come from ``score_group``: each prompt's group of completions re-weights its criteria by their
+contrast across the group (:class:`PolicyAwareRubric`), using the criterion scores ``score`` already computed. A
+completion that timed out or errored keeps its 0 and its reason (it fails every criterion). The optional contrast
+EMA lives in the task and is checkpointed. ``required_gate`` zeroes both rewards unless every required criterion
+holds.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 
 from rlvr.algorithms.registry import GROUP_FILTERS, MASK_TRANSFORMS, REWARD_SHAPERS, REWARD_TRANSFORMS
 
-__all__ = ["Feature", "StepFeatures", "step_features"]
+__all__ = ["Feature", "StepFeatures", "step_features", "run_features"]
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,10 @@ def step_features(cfg, has_reference: bool) -> StepFeatures:
         group_filter=_feature(GROUP_FILTERS, "dynamic_sampling", metric=ds.metric, drop=ds.drop)
         if ds.enabled else None,
     )
+
+
+def run_features(cfg, c) -> StepFeatures:
+    """The run's features (:func:`step_features`), built once and kept on its components ``c``."""
+    if getattr(c, "features", None) is None:
+        c.features = step_features(cfg, c.ref_model is not None)
+    return c.features

@@ -28,7 +28,7 @@ from rlvr.core.seeds import step_seed
 from rlvr.distributed.world import World
 from rlvr.run.interrupt import deferred_interrupt
 from rlvr.train.algo_state import AlgorithmState
-from rlvr.train.config_flags import step_features
+from rlvr.train.config_flags import StepFeatures, run_features
 from rlvr.train.rollouts import Rollouts, collect_rollouts
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
 
@@ -69,6 +69,7 @@ class Components:
     rollouts: Any = None  # an asynchronous rollout producer (rlvr.distributed.async_rollouts); None: in line
     learners: list[Learner] = field(default_factory=list)  # trained after the policy, in order (rlvr.learners)
     settings: UpdateSettings | None = None  # what the step reads of the config, once per run; None: derived
+    features: StepFeatures | None = None  # the components config flags turn on, once per run; None: derived
     memo: dict = field(default_factory=dict)  # what side-row builders keep for the run (a file read once)
 
     def __post_init__(self):
@@ -91,7 +92,7 @@ def step_needs(cfg: RunConfig, c: Components, step: int) -> frozenset[str]:
     features the config's flags turn on) request, plus the old log-probs when the policy moves between
     optimizer steps of the batch and the reference log-probs whenever a reference model is loaded."""
     needs = set(algorithm_needs(cfg, step))
-    for f in step_features(cfg, c.ref_model is not None).reward_transforms:
+    for f in run_features(cfg, c).reward_transforms:
         needs |= REWARD_TRANSFORMS.get(f.name).needs
     if cfg.algorithm.old_logp == "behaviour":  # the engine's log-probs stand for the sampling policy's
         needs.discard("old_logp")
@@ -127,7 +128,7 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: fl
     advantage transforms over the batch and its extras; returns the batch with rewards and advantages set,
     the transforms' metrics, and the metrics the features report under names of their own."""
     alg, state = cfg.algorithm, c.algo_state
-    implied = [(None, f) for f in step_features(cfg, c.ref_model is not None).reward_transforms]
+    implied = [(None, f) for f in run_features(cfg, c).reward_transforms]
     rtf = implied + [(i, comp) for i, comp in enumerate(alg.reward_transforms)
                      if _active(REWARD_TRANSFORMS, comp, step)]
     atf = [(i, comp) for i, comp in enumerate(alg.advantage_transforms) if _active(ADVANTAGE_TRANSFORMS, comp, step)]
@@ -226,7 +227,7 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro: Rollouts, t0: float
     batch, transform_metrics, reported = _advantages(cfg, c, batch, ro, step, coef)
     if cfg.algorithm.kl.placement == "reward" and "ref_logp" not in algorithm_needs(cfg, step):
         batch = replace(batch, ref_logp=None)  # the reward carries the penalty: no KL term in the loss
-    for f in step_features(cfg, c.ref_model is not None).mask_transforms:  # e.g. truncated rows leave the loss
+    for f in run_features(cfg, c).mask_transforms:  # e.g. truncated rows leave the loss
         mask = MASK_TRANSFORMS.get(f.name).fn(MaskInputs(batch.completion_mask, batch.truncated), f.params)
         batch = replace(batch, completion_mask=mask)
 

@@ -35,7 +35,8 @@ from rlvr.envs.multiturn import env_scores, scored_example
 from rlvr.rollout.wrappers import engine_metrics, observe_scores
 from rlvr.sampling.base import Group
 from rlvr.tasks.appeals import appeal_state, run_appeal
-from rlvr.train.config_flags import step_features
+from rlvr.config.run import length_limits
+from rlvr.train.config_flags import run_features
 
 __all__ = ["Rollouts", "collect_rollouts", "DynamicSamplingShortfall", "stage_seed"]
 
@@ -92,7 +93,8 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     requests = [GenerationRequest(groups[i].example, int(counts[i])) for i in idx]
     mine = c.world.share(len(requests))  # this rank's requests (all of them in a one-process run)
     local = [requests[j] for j in mine]
-    sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.max_new_tokens,
+    limit = length_limits(cfg).completion
+    sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, limit,
                               seed=c.world.seed(seed))
     t0 = time.perf_counter()
     completions = c.engine.generate(local, sampling) if local else []
@@ -110,9 +112,9 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     if mt.env is not None:  # episodes: the environment's reward as configured; a failed environment scores 0
         rewards = env_scores(completions, rewards, mt.reward, mt.env_weight)
     rewards = torch.tensor(rewards, dtype=torch.float64)
-    shapers = step_features(cfg, c.ref_model is not None).reward_shapers if completions else []
+    shapers = run_features(cfg, c).reward_shapers if completions else []
     for f in shapers:  # e.g. DAPO's soft overlong punishment, seen by dynamic sampling and prompt statistics
-        inp = ShapingInputs(torch.tensor([len(comp) for comp in completions]), cfg.rollout.max_new_tokens)
+        inp = ShapingInputs(torch.tensor([len(comp) for comp in completions]), limit)
         rewards = rewards + REWARD_SHAPERS.get(f.name).fn(inp, f.params)
     s = spent.sums
     for comp, sc, r in zip(completions, scores, rewards.tolist()):
@@ -237,7 +239,7 @@ def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
 def _collect(cfg, c, step: int, seed_for) -> Rollouts:
     want = cfg.rollout.prompts_per_step
     ds = cfg.algorithm.dynamic_sampling
-    group_filter = step_features(cfg, c.ref_model is not None).group_filter
+    group_filter = run_features(cfg, c).group_filter
     spent = _Spent()
     first, reused = _round(cfg, c, want, seed_for(0), step, spent)
     if group_filter is None:

@@ -11,8 +11,8 @@ Qwen2.5-Math-7B by +16.4 pp, so format credit alone can look like learning.
 
 - ``linear``: ``r = max(0, 1 - |L - target| / tolerance)`` (peaks at the target; tolerance defaults to it);
 - ``soft``:   ``r = 1`` for ``L <= target``, ``1 - (L - target) / slack`` up to ``target + slack``, 0 beyond:
-  DAPO's soft overlong punishment (arXiv 2503.14476, methods file B1) with ``L_max = target + slack`` and
-  ``L_cache = slack``, shifted from ``[-1, 0]`` to ``[0, 1]``.
+  DAPO's soft overlong punishment (arXiv 2503.14476; docs/methods.md, DAPO's sampling and shaping) with
+  ``L_max = target + slack`` and ``L_cache = slack``, shifted from ``[-1, 0]`` to ``[0, 1]``.
 
 A per-prompt budget ``meta["target_length"]`` overrides ``target`` (length-controlled training). Token
 lengths belong to the trainer's own overlong shaping (``rlvr.algorithms.shaping``); this one sees text only.

@@ -1,6 +1,6 @@
 """``geosym``: exact-match of a symbolic answer (GeoSym's RLVR reward).
 
-The reward (METHODS F5, RECONSTRUCTED from "deterministic exact-match signals"): with ``pred`` the
+The reward (docs/geosym.md; RECONSTRUCTED from "deterministic exact-match signals"): with ``pred`` the
 model's final answer and ``gt`` the ground truth, both parsed with SymPy,
 
     r = 1  iff  simplify(pred - gt) == 0,   or (numeric fallback)  |pred - gt| <= rel_tol * |gt|,

@@ -15,10 +15,10 @@ A rubric is ``meta["rubric"]``: a list of criteria ``{"id", "kind", "value", "we
              required_gate=True R = 0 when it is 0)
 
 POW3R (Tyagi et al. 2026, "Not Every Rubric Teaches Equally: Policy-Aware Rubric Rewards for RLVR",
-arXiv:2605.20164; methods file E3; RECONSTRUCTED, no code released). Confirmed: human weights and category
-balance are kept, criterion weights adapt during training to rollout-level contrast. Guessed, and
-parameterised: the contrast statistic, the power law with ``gamma = 1`` and ``eps = 0.05``, and the
-optional EMA state. For a prompt with G rollouts (:class:`PolicyAwareRubric`)::
+arXiv:2605.20164; RECONSTRUCTED, no code released). Confirmed: human weights and category balance are kept,
+criterion weights adapt during training to rollout-level contrast. Guessed, and parameterised: the contrast
+statistic, the power law with ``gamma = 1`` and ``eps = 0.05``, and the optional EMA state. For a prompt with G
+rollouts (:class:`PolicyAwareRubric`)::
 
     contrast_c = std_i s_{i,c}  (population std; "mad": mean |s_{i,c} - mean_i s_{i,c}|)
                  0 for criteria every rollout passes (saturated) or fails (unreachable)

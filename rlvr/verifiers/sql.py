@@ -5,7 +5,7 @@ optionally ``meta["gold_sql"]`` (default: ``answer``). The predicted query is th
 block, else the last fenced block, else the last ``<answer>`` block, else the whole completion.
 
 Reward (``sql_exec``; execution accuracy as in Spider / BIRD and the Text2SQL RL papers listed in
-VERIFIERS.md section 6)::
+docs/verifiers.md, Text2SQL: execution match)::
 
     r = 1                  if pred and gold both run and their results are equal: as multisets of rows,
                            or as ordered lists when the gold query has ORDER BY at its top level

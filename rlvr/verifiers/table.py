@@ -1,9 +1,9 @@
 """Table QA and table fact verification rewards (Table-R1) plus SQuAD-style exact match and token F1.
 
-Table-R1 (Yang et al. 2025, "Table-R1: Inference-Time Scaling for Table Reasoning", arXiv:2505.23621;
-official code ``verl/utils/reward_score/tqa.py`` and ``tfv.py``, methods file F1; EXACT). The answer is a
-JSON object ``{"answer": ...}`` read from the ``<answer>`` block (else anywhere): a fenced ```` ```json ````
-block first, then a bare object. Missing or invalid JSON scores 0 (all components 0).
+Table-R1 (Yang et al. 2025, "Table-R1: Inference-Time Scaling for Table Reasoning", arXiv:2505.23621; official code
+``verl/utils/reward_score/tqa.py`` and ``tfv.py``; EXACT). The answer is a JSON object ``{"answer": ...}`` read
+from the ``<answer>`` block (else anywhere): a fenced ```` ```json ```` block first, then a bare object. Missing or
+invalid JSON scores 0 (all components 0).
 
 ``table_qa`` (WTQ, HiTab; denotation accuracy)::
 

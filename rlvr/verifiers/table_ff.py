@@ -1,7 +1,7 @@
 """Table-R1's free-form table QA reward (FeTaQA), from the official ``verl/utils/reward_score/ff_tqa.py``.
 
-Yang et al. 2025, "Table-R1: Inference-Time Scaling for Table Reasoning", arXiv:2505.23621 (methods file F1;
-EXACT). Shares the answer-block and format conventions of :mod:`rlvr.verifiers.table`.
+Yang et al. 2025, "Table-R1: Inference-Time Scaling for Table Reasoning", arXiv:2505.23621 (EXACT). Shares the
+answer-block and format conventions of :mod:`rlvr.verifiers.table`.
 
 ``table_ff`` (FeTaQA free-form answers; official ``ff_tqa.py``)::
 

@@ -1,6 +1,6 @@
 """Sentence BLEU (sacrebleu) and ROUGE-L F (rouge_score), in pure Python, for free-form answers.
 
-Both reproduce the reference packages as Table-R1's FeTaQA reward calls them (methods file F1):
+Both reproduce the reference packages as Table-R1's FeTaQA reward calls them (arXiv:2505.23621):
 ``sacrebleu.metrics.BLEU(effective_order=True).sentence_score(hyp, [ref]).score`` and
 ``rouge_score.rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True).score(...)["rougeL"].fmeasure``.
 

@@ -1,11 +1,11 @@
 """Tool-call traces checked against JSON-schema tools, and executed against an emulated API.
 
-After Vissa et al. 2026, "Beyond Next-Token Prediction: An RLVR Proof of Concept for Tool-Use Agents on
-Atlassian Workflows" (arXiv:2607.01465), methods file F2. RECONSTRUCTED: the paper's checker is not public;
-confirmed are a scalar in [0, 1] from the whole trace, three additive groups with per-argument correctness
-first, and penalties for duplicate calls and missing parameters. Guessed, and parameterised: the weights
-``w_select / w_args / w_sequence = 0.3 / 0.5 / 0.2``, the penalty sizes ``lambda = 0.1``, and the matching
-rules below. The extra-call and schema-violation penalties are this module's additions (default 0).
+After Vissa et al. 2026, "Beyond Next-Token Prediction: An RLVR Proof of Concept for Tool-Use Agents on Atlassian
+Workflows" (arXiv:2607.01465). RECONSTRUCTED: the paper's checker is not public; confirmed are a scalar in [0, 1]
+from the whole trace, three additive groups with per-argument correctness first, and penalties for duplicate calls
+and missing parameters. Guessed, and parameterised: the weights ``w_select / w_args / w_sequence
+= 0.3 / 0.5 / 0.2``, the penalty sizes ``lambda = 0.1``, and the matching rules below. The extra-call and
+schema-violation penalties are this module's additions (default 0).
 
 Trace format (parsed by :mod:`rlvr.envs.toolparse`, shared with the multi-turn tool environment):
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Hermes / Qwen), else one JSON value
@@ -153,7 +153,8 @@ def _gold_example() -> Example:
 
 
 class ToolCallVerifier(BaseVerifier):
-    """F2-style trace reward: tool-name, argument and order matches minus hallucination/duplicate penalties."""
+    """Trace reward after Vissa et al. 2026: tool-name, argument and order matches minus hallucination/duplicate
+    penalties."""
 
     name = "toolcall"
 
@@ -185,10 +186,10 @@ class ToolCallVerifier(BaseVerifier):
 
 
 class ToolCallParams(Params):
-    w_select: float = Field(0.3, ge=0.0, description="weight of the tool-name match S_select (F2, RECONSTRUCTED)")
-    w_args: float = Field(0.5, ge=0.0, description="weight of the argument-value match S_args (F2, RECONSTRUCTED)")
-    w_sequence: float = Field(0.2, ge=0.0, description="weight of the complete, in-order S_sequence (F2, "
-                                                       "RECONSTRUCTED)")
+    w_select: float = Field(0.3, ge=0.0, description="weight of the tool-name match S_select (RECONSTRUCTED)")
+    w_args: float = Field(0.5, ge=0.0, description="weight of the argument-value match S_args (RECONSTRUCTED)")
+    w_sequence: float = Field(0.2, ge=0.0, description="weight of the complete, in-order S_sequence "
+                                                       "(RECONSTRUCTED)")
     lambda_dup: float = Field(0.1, ge=0.0, description="penalty per duplicate identical call")
     lambda_unknown: float = Field(0.1, ge=0.0, description="penalty per call to an unknown tool or malformed call")
     lambda_extra: float = Field(0.0, ge=0.0, description="penalty per other unmatched call (0: reads are free)")

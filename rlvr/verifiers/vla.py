@@ -1,9 +1,9 @@
 """VLA-R1 rewards: affordance-box GIoU, trajectory consistency (orientation-sensitive Fréchet), format.
 
 VLA-R1 (GigaAI research 2025, gigaai-research.github.io/VLA-R1; official code
-``RFT_training/train_utils/robot_bbox_traj_norm.py::compute_score``; methods file F4; EXACT). The model
-answers inside ``<output>...</output>`` with either a box ``{"x", "y", "width", "height"}`` (normalised centre
-format) or a 2-D trajectory ``[[x, y], ...]`` (normalised coordinates). Reward (``vla``)::
+``RFT_training/train_utils/robot_bbox_traj_norm.py::compute_score``; EXACT). The model answers inside
+``<output>...</output>`` with either a box ``{"x", "y", "width", "height"}`` (normalised centre format) or a 2-D
+trajectory ``[[x, y], ...]`` (normalised coordinates). Reward (``vla``)::
 
     format = 1 iff a <think>...</think> block exists and <output>...</output> holds parseable JSON
     box:   centre/size -> xyxy clipped to [0, 1]; task = (GIoU + 1) / 2        (box_metric="iou": task = IoU)

@@ -1,4 +1,4 @@
-"""Each DeFAb check on small instances (VERIFIERS 5.4, METHODS F3)."""
+"""Each DeFAb check on small instances (docs/verifiers.md, DeFAb checks and the graded reward)."""
 
 import pytest
 

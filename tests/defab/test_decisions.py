@@ -1,4 +1,5 @@
-"""One test (at least) per decision of VERIFIERS 5.9, as documented in rlvr.defab.checks."""
+"""One test (at least) per DeFAb decision (docs/verifiers.md, DeFAb decision 1 to 7), as documented in
+rlvr.defab.checks."""
 
 import pytest
 

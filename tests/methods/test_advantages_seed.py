@@ -1,8 +1,9 @@
-"""Advantage estimators from the seed papers: ngrpo (B8), dgpo (B9 DGAE), a_grae (B10), lampo (C4), and
-fixed_baseline (the REINFORCE baseline the B18 noise corrections need).
+"""Advantage estimators from the papers in docs/methods.md: ngrpo, dgpo (DGAE), a_grae, lampo, and fixed_baseline
+(the REINFORCE baseline the verifier-noise corrections need).
 
-Oracles from METHODS-objectives.md, each method's defining property, equality with a naive per-group Python
-loop on random ragged groups, and two real steps of each recipe on the tiny model.
+Hand-worked oracles from each method's definition (sources in docs/methods.md), each method's defining property,
+equality with a naive per-group Python loop on random ragged groups, and two real steps of each recipe on the tiny
+model.
 """
 
 import math
@@ -49,7 +50,7 @@ def by_group(rewards, groups):
     return out
 
 
-# --- NGRPO (B8) ----------------------------------------------------------------------------------
+# --- NGRPO ---------------------------------------------------------------------------------------
 
 def test_ngrpo_oracle_b8():
     assert torch.allclose(adv("ngrpo", [0, 0, 0, 0]), t([-0.44721] * 4), atol=1e-5)
@@ -76,7 +77,7 @@ def test_ngrpo_matches_naive_loop():
         assert torch.allclose(adv("ngrpo", r, g), t(want), atol=1e-5), seed
 
 
-# --- DGPO / DGAE (B9) ----------------------------------------------------------------------------
+# --- DGPO / DGAE ---------------------------------------------------------------------------------
 
 def test_dgae_oracle_b9():
     f = 1 / (1 + 1e-4 / 1.5)
@@ -105,7 +106,7 @@ def test_dgae_matches_naive_loop():
         assert torch.allclose(adv("dgpo", r, g), t(want), atol=1e-5), seed
 
 
-# --- A-GRAE (B10) --------------------------------------------------------------------------------
+# --- A-GRAE --------------------------------------------------------------------------------------
 
 def test_a_grae_oracle_b10():
     # [1,1,1,0] and [1,0,0,0] together: group accuracies 0.75 and 0.25, pbar = 0.5
@@ -159,7 +160,7 @@ def test_a_grae_matches_naive_loop():
         assert torch.allclose(adv("a_grae", r, g, alpha=0.5), t(want), atol=1e-5), seed
 
 
-# --- LamPO (C4) ----------------------------------------------------------------------------------
+# --- LamPO ---------------------------------------------------------------------------------------
 
 def _logp(lengths, seed):
     gen = torch.Generator().manual_seed(seed)

@@ -1,10 +1,11 @@
-"""E1's appeal mechanism (rlvr.tasks.appeals): a second verifier re-checks a sample of the negatives and
-estimates the false-negative rate that ``noise_forward`` / ``noise_backward`` read with ``rho1: appeal``.
+"""The appeal mechanism (rlvr.tasks.appeals; docs/methods.md, Appeals): a second verifier re-checks a sample of the
+negatives and estimates the false-negative rate that ``noise_forward`` / ``noise_backward`` read with
+``rho1: appeal``.
 
-Oracles from METHODS-rollout-data-rewards.md E1 (P=30, 10 negatives all re-checked, 5 overturned ->
-5/35), the subsampling scale F * n / m and the EMA over two steps by hand; a seeded subset that repeats; two
-tiny verifiers that disagree on purpose (strict: exact match, lenient: case-insensitive); the transforms
-reading ``fn_rate``; config errors; the state round trip; two real training steps on the tiny model.
+Hand-worked oracles (P=30, 10 negatives all re-checked, 5 overturned -> 5/35), the subsampling scale F * n / m and
+the EMA over two steps by hand; a seeded subset that repeats; two tiny verifiers that disagree on purpose (strict:
+exact match, lenient: case-insensitive); the transforms reading ``fn_rate``; config errors; the state round trip;
+two real training steps on the tiny model.
 """
 
 from __future__ import annotations
@@ -74,10 +75,10 @@ def _marks(groups) -> list[tuple[int, int, str]]:
             if "appeal" in s.info]
 
 
-# --- the estimate (E1 oracles) -----------------------------------------------------------------------------
+# --- the estimate (oracles) --------------------------------------------------------------------------------
 
 def test_step_estimate_oracles():
-    assert step_estimate(30, 10, 10, 5) == pytest.approx(5 / 35)  # E1: 0.142857
+    assert step_estimate(30, 10, 10, 5) == pytest.approx(5 / 35)  # 5/35 = 0.142857
     assert step_estimate(30, 20, 10, 5) == pytest.approx(10 / 40)  # F_scaled = 5 * 20 / 10
     assert step_estimate(0, 4, 4, 2) == 1.0
     assert step_estimate(8, 0, 0, 0) == 0.0  # all positives: no false negatives seen

@@ -1,8 +1,8 @@
-"""arrol (G3, RECONSTRUCTED): the balanced-keep oracle and schedule, the balanced rule keeps more within-group
-reward variance than a random subset when scores carry signal, the wrapper's contract on a tiny model
-(over-provisioned starts, the pruned ones the middle of the head's scores computed independently, prefix
-segments and behaviour log-probs equal to the trainer's, fewer tokens than full over-provisioned groups), the
-head learns from scored outcomes, its state, the recipe through the trainer, config errors."""
+"""arrol (arXiv:2603.24840, RECONSTRUCTED): the balanced-keep oracle and schedule, the balanced rule keeps more
+within-group reward variance than a random subset when scores carry signal, the wrapper's contract on a tiny model
+(over-provisioned starts, the pruned ones the middle of the head's scores computed independently, prefix segments
+and behaviour log-probs equal to the trainer's, fewer tokens than full over-provisioned groups), the head learns
+from scored outcomes, its state, the recipe through the trainer, config errors."""
 
 import math
 import random

@@ -1,5 +1,6 @@
-"""KL3 clipping (ATR-GRPO, METHODS B3): the bounds' oracle, w - 1 - log w == delta at both, composition with
-ppo_clip / gspo / gspo_token (gradient exactly 0 outside the bounds), the atr_grpo recipe on the tiny model."""
+"""KL3 clipping (ATR-GRPO, arXiv:2602.05494; docs/methods.md, `kl3`): the bounds' oracle, w - 1 - log w == delta at
+both, composition with ppo_clip / gspo / gspo_token (gradient exactly 0 outside the bounds), the atr_grpo recipe on
+the tiny model."""
 
 import math
 

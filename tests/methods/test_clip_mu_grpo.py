@@ -1,5 +1,6 @@
-"""Mu-GRPO clip rule (METHODS C11, reconstructed): the veto mask oracle, positive responses untouched, a naive
-loop, relaxed bounds, the composition with ppo_clip, and the mu_grpo recipe on the tiny model."""
+"""Mu-GRPO clip rule (docs/methods.md, `mu_grpo`; reconstructed): the veto mask oracle, positive responses
+untouched, a naive loop, relaxed bounds, the composition with ppo_clip, and the mu_grpo recipe on the tiny
+model."""
 
 import math
 

@@ -1,7 +1,7 @@
-"""ICPO (H5): in-context demonstrations for guided rows, the annealed bonus, expert-region rejection and the
-mixed-policy objective.
+"""ICPO (arXiv:2510.26519): in-context demonstrations for guided rows, the annealed bonus, expert-region rejection
+and the mixed-policy objective.
 
-The METHODS H5 oracles (the linear bonus hits 0 at T; a wrong guided row is never kept; 4 on-policy zeros and
+The hand-worked oracles (the linear bonus hits 0 at T; a wrong guided row is never kept; 4 on-policy zeros and
 1 kept guided success give every member a non-zero advantage); the shaped loss and its gradient by hand; no
 guided row is ppo_clip with the dual clip exactly; the demonstration prompt text, the pool (never the
 question's own example, seeded draws, a demonstrations file with bad lines reported, checkpointed state);

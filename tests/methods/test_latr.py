@@ -1,8 +1,8 @@
-"""LATR (rlvr/rollout/strategies/latr.py, METHODS-rollout-data-rewards G2): the branching, mix-ratio, pruning and capacity
-oracles on scripted distributions; the official suppression order and exit rule; the contract on a tiny
-model (groups, counts, segments, behaviour log-probs equal to the trainer's recomputation); more distinct
-completions per group than i.i.d. sampling where sampling repeats itself; the mix schedule and its state;
-training through the trainer; config errors."""
+"""LATR (rlvr/rollout/strategies/latr.py; docs/methods.md, `rollout.strategy: latr`): the branching, mix-ratio,
+pruning and capacity oracles on scripted distributions; the official suppression order and exit rule; the contract
+on a tiny model (groups, counts, segments, behaviour log-probs equal to the trainer's recomputation); more distinct
+completions per group than i.i.d. sampling where sampling repeats itself; the mix schedule and its state; training
+through the trainer; config errors."""
 
 import json
 import math

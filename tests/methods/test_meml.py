@@ -1,10 +1,10 @@
-"""MEML-GRPO (H4, RECONSTRUCTED): expert prompts with peers, the pooled advantage, the best expert, the
+"""MEML-GRPO (arXiv:2508.09670, RECONSTRUCTED): expert prompts with peers, the pooled advantage, the best expert, the
 mutual-learning term.
 
-The METHODS H4 oracle (pooled advantages give the all-wrong expert a signal; e* = the expert that solved it);
-the best-expert rule (first on ties, none at accuracy 0, plain rows never); the term's value and gradient by
-hand with the e* side detached; the contexts wrapper spreads each expert's completions over its peers'
-prompts; the recipe trains; config errors."""
+The hand-worked oracle (pooled advantages give the all-wrong expert a signal; e* = the expert that solved it); the
+best-expert rule (first on ties, none at accuracy 0, plain rows never); the term's value and gradient by hand with
+the e* side detached; the contexts wrapper spreads each expert's completions over its peers' prompts; the recipe
+trains; config errors."""
 
 import math
 

@@ -1,6 +1,6 @@
-"""NudgeRL (H1): the context rollouts' draws and bookkeeping, the inter/intra-context advantage (the METHODS
-oracle), the distillation term over the plain prompts (golden values and the update's gradient against a
-hand-written loss), config checks, and a run of the recipe."""
+"""NudgeRL (arXiv:2605.15726): the context rollouts' draws and bookkeeping, the inter/intra-context advantage (a
+hand-worked oracle), the distillation term over the plain prompts (golden values and the update's gradient against
+a hand-written loss), config checks, and a run of the recipe."""
 
 import random
 from collections import Counter

@@ -1,6 +1,6 @@
-"""Contrastive and classification objectives over a group: ConSPO (C5), REAL (C6), f-GRPO (C7), all
-RECONSTRUCTED. Oracles from METHODS-objectives.md, the promised gradient properties, naive loops, and each
-recipe on the tiny model."""
+"""Contrastive and classification objectives over a group: ConSPO, REAL, f-GRPO, all RECONSTRUCTED. Hand-worked
+oracles from each method's definition (sources in docs/methods.md), the promised gradient properties, naive loops,
+and each recipe on the tiny model."""
 
 import math
 
@@ -48,7 +48,7 @@ def seq(x, mask, i, mean=True):
     return sum(vals) / len(vals) if mean else sum(vals)
 
 
-# --- C5: ConSPO ------------------------------------------------------------------------------------
+# --- ConSPO ----------------------------------------------------------------------------------------
 
 def test_conspo_oracle_and_gradient_weights():
     logp, old, mask = one_token([-0.5, -0.4, -1.0])
@@ -110,7 +110,7 @@ def test_conspo_recipe_trains(tmp_path):
     recipe_trains("conspo", tmp_path, ("loss", "grad_norm", "margin"), [PARITY])
 
 
-# --- C6: REAL --------------------------------------------------------------------------------------
+# --- REAL ------------------------------------------------------------------------------------------
 
 def test_real_oracles_at_the_old_policy():
     logp, old, mask = one_token([-1.0, -1.0])
@@ -161,7 +161,7 @@ def test_real_recipe_trains(tmp_path):
     recipe_trains("real", tmp_path, ("loss", "grad_norm", "score"), [PARITY])
 
 
-# --- C7: f-GRPO ------------------------------------------------------------------------------------
+# --- f-GRPO ----------------------------------------------------------------------------------------
 
 def test_f_grpo_oracle_kl_and_pearson():
     ref = torch.zeros(2, 1, dtype=F64)

@@ -1,6 +1,6 @@
-"""Group-level objectives: WAPO (B15), PACS (B16), TPO (B17) and MCPO's hinge-KL (C2, reconstructed).
-Oracles from METHODS-objectives.md, naive loops, micro-batch invariance of the normalisers, and each recipe on
-the tiny model."""
+"""Group-level objectives: WAPO, PACS, TPO and MCPO's hinge-KL (reconstructed). Hand-worked oracles from each
+method's definition (sources in docs/methods.md), naive loops, micro-batch invariance of the normalisers, and each
+recipe on the tiny model."""
 
 import math
 
@@ -27,7 +27,7 @@ def call(name, params, logp, old, adv, mask, group_index, rewards=None, **kw):
 PARITY = BINARY[0]  # a binary reward with both labels in most groups
 
 
-# --- B15: WAPO -------------------------------------------------------------------------------------
+# --- WAPO ------------------------------------------------------------------------------------------
 
 def wapo_batch(rho=1.0):
     """r = [1, 0, 0, 0] with Dr. GRPO advantages; the winner has 2 tokens, the others 3."""
@@ -99,7 +99,7 @@ def test_wapo_recipe_trains(tmp_path):
     assert (alg.advantage.name, alg.objective.name) == ("dr_grpo", "wapo")
 
 
-# --- B16: PACS -------------------------------------------------------------------------------------
+# --- PACS ------------------------------------------------------------------------------------------
 
 def single_tokens(psi, rewards, groups=None):
     """One-token completions whose log-ratio is psi (so psi = sum_t (logp - old_logp) with beta 1)."""
@@ -172,7 +172,7 @@ def test_pacs_recipe_trains(tmp_path):
     recipe_trains("pacs", tmp_path, ("loss", "grad_norm", "score", "weight"), [PARITY])
 
 
-# --- B17: TPO --------------------------------------------------------------------------------------
+# --- TPO -------------------------------------------------------------------------------------------
 
 def test_tpo_oracles():
     logp, old, adv, mask, gi, r = single_tokens([0.0, 0.0], [1, 0])
@@ -231,7 +231,7 @@ def test_tpo_recipe_trains(tmp_path):
     recipe_trains("tpo", tmp_path, ("loss", "grad_norm", "target", "policy"))
 
 
-# --- C2: MCPO hinge-KL -----------------------------------------------------------------------------
+# --- MCPO hinge-KL ---------------------------------------------------------------------------------
 
 def mcpo_batch(drift):
     """Two groups of two one-token completions, all with log-ratio ``drift``: group 0 mastered, group 1 not."""
@@ -243,7 +243,7 @@ def mcpo_batch(drift):
 
 def test_mcpo_hinge_is_zero_below_delta_and_only_on_mastered_groups():
     # rho - 1 - log rho = 0.01 at rho = 1.14817; delta 0.02: no hinge, gradient = ppo_clip's (A = 0: none)
-    small = math.log(1.14817)  # the upper KL3 bound for delta 0.01 (METHODS B3)
+    small = math.log(1.14817)  # the upper KL3 bound for delta 0.01 (rlvr/algorithms/clip/kl3.py)
     logp, old, adv, mask, gi, r = mcpo_batch(small)
     loss, m = call("mcpo", MCPOParams(hinge_delta=0.02), logp, old, adv, mask, gi, r)
     rho = math.exp(small)

@@ -1,6 +1,7 @@
-"""Ratio-mixing and soft-clip objectives: DHPO (B4, reconstructed), SSPO (B5, reconstructed), LUSPO (B6),
-MASPO (B7). Oracles from METHODS-objectives.md, structural equivalences with ppo_clip / gspo_token, naive
-loops on random tensors with garbage in the padding, the segment_end extra, and each recipe on the tiny model."""
+"""Ratio-mixing and soft-clip objectives: DHPO (reconstructed), SSPO (reconstructed), LUSPO, MASPO. Hand-worked
+oracles from each method's definition (sources in docs/methods.md), structural equivalences with ppo_clip /
+gspo_token, naive loops on random tensors with garbage in the padding, the segment_end extra, and each recipe on
+the tiny model."""
 
 import math
 
@@ -56,7 +57,7 @@ def finite_recipe_steps(recipe, tmp_path, keys=("loss", "grad_norm"), overrides=
     return out
 
 
-# --- B4: DHPO --------------------------------------------------------------------------------------
+# --- DHPO ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("space", ["linear", "log"])
 def test_dhpo_alpha_one_is_ppo_clip_and_alpha_zero_is_gspo_token(space):
@@ -103,7 +104,7 @@ def test_dhpo_recipe_trains(tmp_path):
     assert out["cfg"].algorithm.objective.name == "dhpo"
 
 
-# --- B5: SSPO --------------------------------------------------------------------------------------
+# --- SSPO ------------------------------------------------------------------------------------------
 
 def test_sspo_segment_ratio_oracle():
     old = torch.tensor([[-1.0, -2.0, -0.5]], dtype=torch.float64)
@@ -187,7 +188,7 @@ def test_sspo_recipe_trains_with_the_extra(tmp_path):
     assert all(m["segments"] >= 1 for m in out["metrics"])
 
 
-# --- B6: LUSPO -------------------------------------------------------------------------------------
+# --- LUSPO -----------------------------------------------------------------------------------------
 
 def test_luspo_long_response_gets_three_quarters_of_the_gradient():
     mask = torch.tensor([[1.0, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.float64)
@@ -211,7 +212,7 @@ def test_luspo_recipe_is_gspo_token_with_token_mean(tmp_path):
     assert (alg.objective.params.clip_low, alg.objective.params.clip_high) == (3e-4, 4e-4)
 
 
-# --- B7: MASPO -------------------------------------------------------------------------------------
+# --- MASPO -----------------------------------------------------------------------------------------
 
 def maspo_one(old_logp, adv, rho):
     old = torch.tensor([[old_logp]], dtype=torch.float64)

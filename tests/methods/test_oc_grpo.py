@@ -1,8 +1,8 @@
-"""OC-GRPO (C12, RECONSTRUCTED): guided rollouts and the off-context ratio.
+"""OC-GRPO (docs/methods.md, `oc_grpo`; RECONSTRUCTED): guided rollouts and the off-context ratio.
 
-Oracle from METHODS-objectives C12; no guided row (an empty hint) == GRPO's ppo_clip; unguided rows never
-read the behaviour log-probs; the guidance wrapper keeps the hint-free prompt while the behaviour
-log-probs are the guided context's; two real recipe steps.
+A hand-worked oracle; no guided row (an empty hint) == GRPO's ppo_clip; unguided rows never read the behaviour
+log-probs; the guidance wrapper keeps the hint-free prompt while the behaviour log-probs are the guided context's;
+two real recipe steps.
 """
 
 import math

@@ -1,5 +1,6 @@
-"""Muon and Pion (METHODS-objectives B19): spectral oracles of the Newton-Schulz maps, the optimizer step
-against naive implementations, parameter routing, checkpoint round trips and real recipe steps."""
+"""Muon and Pion (arXiv:2605.19282; docs/methods.md, `muon`, `pion`): spectral oracles of the Newton-Schulz maps,
+the optimizer step against naive implementations, parameter routing, checkpoint round trips and real recipe
+steps."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""POISE (C15, RECONSTRUCTED): cross-rollout probe baseline.
+"""POISE (arXiv:2605.07579, RECONSTRUCTED): cross-rollout probe baseline.
 
 The defining property (a rollout's baseline does not depend on its own features), the pairing, the probe's
 SGD against a naive loop, the probe learning a separable reward online, two real recipe steps and an

@@ -1,8 +1,8 @@
-"""PSN-RLVR (C13): parameter-space noise on rollouts, truncated IS, and the RECONSTRUCTED noise scheduler.
+"""PSN-RLVR (arXiv:2602.02555): parameter-space noise on rollouts, truncated IS, and the RECONSTRUCTED noise scheduler.
 
-TIS oracle from METHODS-objectives C13; bit-exact weight restore; behaviour log-probs taken under the
-perturbed weights (what TIS divides by); the scheduler's multiplicative rule by hand; evaluation never
-perturbed; two real recipe steps; an uninterrupted-vs-resumed run with identical weights and noise state.
+A hand-worked TIS oracle; bit-exact weight restore; behaviour log-probs taken under the perturbed weights (what TIS
+divides by); the scheduler's multiplicative rule by hand; evaluation never perturbed; two real recipe steps; an
+uninterrupted-vs-resumed run with identical weights and noise state.
 """
 
 import json

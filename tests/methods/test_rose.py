@@ -1,9 +1,8 @@
-"""ROSE (rlvr/rollout/strategies/rose.py, rlvr/algorithms/advantages/rose.py; METHODS-rollout-data-rewards G4): the
-uncertainty and advantage oracles, the tree advantages against a path-based computation and their
-invariances (telescoping to R - mean, row order, a forest of roots is the mean baseline), the length
-penalty by hand; the strategy on a tiny model (tree structure, shared prefixes, branch points at the argmax
-of independently recomputed uncertainty, behaviour log-probs equal to the trainer's, epsilon at 0 and 1);
-the recipe trains; config errors."""
+"""ROSE (rlvr/rollout/strategies/rose.py, rlvr/algorithms/advantages/rose.py; docs/methods.md, `rose`): the
+uncertainty and advantage oracles, the tree advantages against a path-based computation and their invariances
+(telescoping to R - mean, row order, a forest of roots is the mean baseline), the length penalty by hand; the
+strategy on a tiny model (tree structure, shared prefixes, branch points at the argmax of independently recomputed
+uncertainty, behaviour log-probs equal to the trainer's, epsilon at 0 and 1); the recipe trains; config errors."""
 
 import math
 import random

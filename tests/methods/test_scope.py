@@ -1,5 +1,5 @@
-"""SCOPE-RL's process-shape reward (H7 stage 2, RECONSTRUCTED): the METHODS H7 gate oracles, the step
-splitting and usefulness rules on hand cases (repeats, restatements, steps without content), the
+"""SCOPE-RL's process-shape reward (stage 2; docs/methods.md, `scope_shape`; RECONSTRUCTED): the hand-worked gate
+oracles, the step splitting and usefulness rules on hand cases (repeats, restatements, steps without content), the
 efficiency against the group's shortest correct member, unsolved groups left alone; the recipe trains."""
 
 import math

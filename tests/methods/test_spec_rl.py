@@ -1,6 +1,7 @@
-"""SPEC-RL (rlvr/rollout/strategies/spec_rl.py, METHODS-rollout-data-rewards G1): the acceptance oracles, exactness of
-``exact: true`` against the current policy's enumerated distribution (and the official mode's bias), reuse
-without generation, current-policy prefix log-probs, training with prompts that recur, resume, config errors."""
+"""SPEC-RL (rlvr/rollout/strategies/spec_rl.py; docs/methods.md, `rollout.strategy: spec_rl`): the acceptance
+oracles, exactness of ``exact: true`` against the current policy's enumerated distribution (and the official mode's
+bias), reuse without generation, current-policy prefix log-probs, training with prompts that recur, resume, config
+errors."""
 
 import copy
 import json

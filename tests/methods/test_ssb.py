@@ -1,7 +1,7 @@
-"""SSB (H3): the METHODS H3 oracles (the KD loss with T = 2 on a 2-way vocabulary; the majority wrong answer),
-final answers, curation with a scripted engine (the teacher prompt holds both attempts; mixes only; a wrong
-robust solution is dropped), distillation moves the student toward the frozen teacher and leaves the teacher
-alone, and ``rlvr sft`` with ``sft.method=ssb`` curates, writes its rows and trains."""
+"""SSB (arXiv:2512.05105): the hand-worked oracles (the KD loss with T = 2 on a 2-way vocabulary; the majority
+wrong answer), final answers, curation with a scripted engine (the teacher prompt holds both attempts; mixes only;
+a wrong robust solution is dropped), distillation moves the student toward the frozen teacher and leaves the
+teacher alone, and ``rlvr sft`` with ``sft.method=ssb`` curates, writes its rows and trains."""
 
 import json
 import math

@@ -1,6 +1,7 @@
-"""PACED-RL's trajectory balance (H9, RECONSTRUCTED): the METHODS H9 accuracy oracle (beta = ln 3), log Z at
-its least-squares optimum (the loss is minimal there and its gradient in log Z is 0), the loss and gradient
-against a naive loop, invariance to the row order and micro-batch split of whole groups; the recipe trains."""
+"""PACED-RL's trajectory balance (arXiv:2602.12642, RECONSTRUCTED): the hand-worked accuracy oracle (beta = ln 3),
+log Z at its least-squares optimum (the loss is minimal there and its gradient in log Z is 0), the loss and
+gradient against a naive loop, invariance to the row order and micro-batch split of whole groups; the recipe
+trains."""
 
 import math
 

@@ -1,5 +1,5 @@
-"""Token-weighting advantage transforms: UCAS (B13), CEPO / RLSD (B14), RLRT (C16, reconstructed),
-GRPO-SG (C8, reconstructed), and the FG-ExPO AKL recipe (C10): oracles, properties, naive loops, real steps."""
+"""Token-weighting advantage transforms: UCAS, CEPO / RLSD, RLRT (reconstructed), GRPO-SG (reconstructed), and the
+FG-ExPO AKL recipe: oracles, properties, naive loops, real steps."""
 
 import math
 from collections import defaultdict
@@ -239,7 +239,7 @@ def test_cepo_skips_itself_and_its_teacher_passes_once_lambda_is_zero(tmp_path, 
 
 
 def test_rlrt_decision_weights_only_decision_points():
-    """rlrt_decision = rlrt where KL(P_S || P_T) >= threshold, the plain advantage elsewhere (C16 oracle
+    """rlrt_decision = rlrt where KL(P_S || P_T) >= threshold, the plain advantage elsewhere (hand-worked oracle
     values: lam 0.5, eps_w 0.2, A = +1: D = -0.5 -> 1.1, D = +0.5 -> 0.9; A = -1 unchanged)."""
     from rlvr.algorithms.registry import ADVANTAGE_TRANSFORMS, TransformInputs
     from rlvr.algorithms.transforms.rlrt import RLRTDecisionParams

@@ -1,10 +1,10 @@
-"""Reward transforms from the seed papers: noise_backward / noise_forward (B18), lens (C3), cde (C9), and the
-stateful fgrpo (C17).
+"""Reward transforms from the papers in docs/methods.md: noise_backward / noise_forward, lens, cde, and the stateful
+fgrpo.
 
-Oracles from METHODS-objectives.md, each method's defining property (for the noise corrections: GRPO's
-normalisation cancels them, a constant baseline does not, and the config check refuses the no-op), equality
-with a naive per-row Python loop on random ragged groups, two real steps of each recipe, and a resume test for
-the fgrpo multipliers.
+Hand-worked oracles from each method's definition (sources in docs/methods.md), each method's defining property
+(for the noise corrections: GRPO's normalisation cancels them, a constant baseline does not, and the config check
+refuses the no-op), equality with a naive per-row Python loop on random ragged groups, two real steps of each
+recipe, and a resume test for the fgrpo multipliers.
 """
 
 import math
@@ -64,7 +64,7 @@ def logp_for(lengths, seed, scale=2.0):
     return -torch.rand(len(lengths), max(lengths), generator=gen, dtype=torch.float64) * scale * mask
 
 
-# --- verifier-noise corrections (B18) ------------------------------------------------------------
+# --- verifier-noise corrections ------------------------------------------------------------------
 
 def test_noise_oracle_b18():
     back, _, _ = reward_transform("noise_backward", [1, 0], rho0=0.1, rho1=0.2)
@@ -81,8 +81,8 @@ def test_noise_oracle_b18():
 
 @pytest.mark.parametrize("which", ["noise_backward", "noise_forward"])
 def test_noise_corrections_cancel_under_normalised_advantages(which):
-    """Part D.2: the affine corrections leave GRPO's (and any mean/spread-normalised) advantages unchanged;
-    the update is a function of the advantages, so it is unchanged too."""
+    """The affine corrections leave GRPO's (and any mean/spread-normalised) advantages unchanged; the update is a
+    function of the advantages, so it is unchanged too."""
     r, g, lens = ragged(0)
     fixed, _, _ = reward_transform(which, r, g, rho0=0.1, rho1=0.2)
     for name, kw in [("grpo", {}), ("grpo", {"std": "population"}), ("batch_std", {}), ("dgpo", {"eps": 0.0}),
@@ -133,7 +133,7 @@ def test_noise_matches_naive_loop():
     assert fwd.tolist() == pytest.approx([x - 0.7 for x in r])
 
 
-# --- LENS (C3) -----------------------------------------------------------------------------------
+# --- LENS ----------------------------------------------------------------------------------------
 
 def test_lens_oracle_c3():
     lp = torch.tensor([[-0.1, -0.1], [-1.0, -1.0], [-0.5, -0.5]], dtype=torch.float64)
@@ -165,7 +165,7 @@ def test_lens_matches_naive_loop():
     assert out.tolist() == pytest.approx(want, rel=1e-9)
 
 
-# --- CDE (C9) ------------------------------------------------------------------------------------
+# --- CDE -----------------------------------------------------------------------------------------
 
 def test_cde_oracle_c9_and_confident_errors_rank_lowest():
     lp = torch.tensor([[-0.2, -0.2], [-3.0, -3.0]], dtype=torch.float64)
@@ -186,7 +186,7 @@ def test_cde_matches_naive_loop():
     assert out.tolist() == pytest.approx(want, rel=1e-9)
 
 
-# --- FGRPO (C17) ---------------------------------------------------------------------------------
+# --- FGRPO ---------------------------------------------------------------------------------------
 
 def test_fgrpo_oracle_c17_dual_ascent():
     state, lams = None, []

@@ -1,8 +1,8 @@
-"""Advantage transforms from the seed papers: dqw (B9), ha_dw (B11, stateful), focal (B12), pair_weight (C1),
-mcpo_weight (C2).
+"""Advantage transforms from the papers in docs/methods.md: dqw, ha_dw (stateful), focal, pair_weight, mcpo_weight.
 
-Oracles from METHODS-objectives.md, each method's defining property, equality with a naive per-group Python
-loop on random ragged groups, two real steps of each recipe, and a resume test for the stateful HA-DW.
+Hand-worked oracles from each method's definition (sources in docs/methods.md), each method's defining property,
+equality with a naive per-group Python loop on random ragged groups, two real steps of each recipe, and a resume
+test for the stateful HA-DW.
 """
 
 import math
@@ -54,7 +54,7 @@ def rates(rewards, groups):
     return [sum(rewards[j] for j in by_group(groups)[g]) / len(by_group(groups)[g]) for g in groups]
 
 
-# --- DQW (B9) ------------------------------------------------------------------------------------
+# --- DQW -----------------------------------------------------------------------------------------
 
 def test_dqw_oracle_b9_and_constant_groups_keep_weight_one():
     r = [1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0]
@@ -84,7 +84,7 @@ def test_dqw_matches_naive_loop():
         assert torch.allclose(out[:, 0], torch.tensor([lam[gi] * x for gi, x in zip(g, a)]), atol=1e-5), seed
 
 
-# --- HA-DW (B11) ---------------------------------------------------------------------------------
+# --- HA-DW ---------------------------------------------------------------------------------------
 
 def test_ha_dw_oracle_b11():
     # anchor 0.5, group [1,0,0,0] (p = 0.25), GRPO advantages [1.5, -0.5, -0.5, -0.5]
@@ -129,7 +129,7 @@ def test_ha_dw_matches_naive_loop():
         assert torch.allclose(out[:, 0], torch.tensor(want, dtype=torch.float32), atol=1e-5), seed
 
 
-# --- focal (B12) ---------------------------------------------------------------------------------
+# --- focal ---------------------------------------------------------------------------------------
 
 def test_focal_oracle_b12():
     r = [1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1]
@@ -158,7 +158,7 @@ def test_focal_matches_naive_loop():
                               atol=1e-6), seed
 
 
-# --- pair weighting (C1) -------------------------------------------------------------------------
+# --- pair weighting ------------------------------------------------------------------------------
 
 def test_pair_weight_oracle():
     # p = 0.25 and 0.5: raw 1/(0.25*0.75) = 16/3 and 4, mean 14/3 -> [8/7, 6/7]; an all-wrong group: 1
@@ -168,7 +168,7 @@ def test_pair_weight_oracle():
 
 
 def test_pair_weight_treats_a_mirrored_pair_alike_and_favours_rare_outcomes():
-    # 1 success in 8 and 1 failure in 8 (the C1 oracle's q+ and q-): equal weights
+    # 1 success in 8 and 1 failure in 8 (the pairing oracle's q+ and q-): equal weights
     r = [1] + [0] * 7 + [0] + [1] * 7
     out, _, _ = transform("pair_weight", r, [0] * 8 + [1] * 8)
     assert torch.allclose(out[:, 0], torch.ones(16))
@@ -190,7 +190,7 @@ def test_pair_weight_matches_naive_loop():
         assert torch.allclose(out[:, 0], torch.tensor([lam[gi] * x for gi, x in zip(g, a)]), atol=1e-5), seed
 
 
-# --- MCPO weighting (C2) -------------------------------------------------------------------------
+# --- MCPO weighting ------------------------------------------------------------------------------
 
 def test_mcpo_weight_oracle_c2():
     r = [1] * 5 + [0] * 3 + [1] * 6 + [0] * 2 + [1] * 7 + [0] + [1] * 4 + [0] * 4 + [1] * 8

@@ -1,8 +1,9 @@
-"""VIMPO (C14, RECONSTRUCTED): policy-implied values, the critic-free per-token advantage and the value loss.
+"""VIMPO (arXiv:2606.20008, RECONSTRUCTED): policy-implied values, the critic-free per-token advantage and the
+value loss.
 
-Oracle from METHODS-objectives C14, the defining property (pi_theta = pi_ref gives V_t = r everywhere),
-equality with a naive per-row loop, the value-loss gradient against its hand-derived form (V0hat
-detached), and two real recipe steps on the tiny model.
+A hand-worked oracle, the defining property (pi_theta = pi_ref gives V_t = r everywhere), equality with a naive
+per-row loop, the value-loss gradient against its hand-derived form (V0hat detached), and two real recipe steps on
+the tiny model.
 """
 
 import math

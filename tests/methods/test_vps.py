@@ -1,5 +1,5 @@
-"""GRPO-VPS (H8): segment boundaries, the belief probe against a naive per-prefix computation, the
-METHODS oracle, the transform's hand-computed values, and a run of the recipe."""
+"""GRPO-VPS (arXiv:2604.20659): segment boundaries, the belief probe against a naive per-prefix computation, a
+hand-worked oracle, the transform's hand-computed values, and a run of the recipe."""
 
 from dataclasses import replace
 

@@ -46,7 +46,7 @@ def test_format_adversarial_inputs_are_fast():
 
 
 def test_length_soft_matches_dapo_overlong_shaping():
-    """DAPO B1 oracle with L_max=20, L_cache=4, shifted by +1: target 16, slack 4."""
+    """DAPO's overlong-shaping oracle with L_max=20, L_cache=4, shifted by +1: target 16, slack 4."""
     for n, dapo in [(10, 0.0), (16, 0.0), (17, -0.25), (18, -0.5), (20, -1.0), (25, -1.0)]:
         assert length_reward(n, 16, "soft", slack=4) == pytest.approx(1.0 + dapo)
     assert length_reward(15, 10, "linear") == 0.5 and length_reward(5, 10, "linear", tolerance=20) == 0.75
@@ -90,7 +90,8 @@ def test_invalid_rubrics_score_zero_with_reason():
 
 
 def test_pow3r_oracle():
-    """Methods file E3: saturated c1, contrasted c2, eps=0 -> w=(0, 2); training reward = c2's scores."""
+    """POW3R (arXiv:2605.20164), hand-worked: saturated c1, contrasted c2, eps=0 -> w=(0, 2); training reward =
+    c2's scores."""
     assert pow3r_weights([1, 1], ["k", "k"], [0.0, 0.5], eps=0.0) == [0.0, 2.0]
     rubric = [{"id": "c1", "kind": "contains", "value": "x"}, {"id": "c2", "kind": "contains", "value": "y"}]
     e = Example("p", "q", "", meta={"rubric": rubric})

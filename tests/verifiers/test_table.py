@@ -25,7 +25,7 @@ def test_registered_and_validates(name, cls):
 
 
 def test_table_r1_oracles():
-    """Methods file F1, verified against the reference functions."""
+    """Table-R1 (arXiv:2505.23621), verified against the reference functions."""
     s = TableQAVerifier()(qa(["Paris", "1234"]), WELL_FORMED)
     assert (s.reward, s.components["format"], s.components["accuracy"]) == (2.0, 1.0, 1.0)
     s = TableQAVerifier()(qa(["1234"]), 'the result {"answer": [1234.004]}')

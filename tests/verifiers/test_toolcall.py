@@ -32,7 +32,7 @@ def test_registered_and_validates(name, cls):
 
 
 def test_f2_oracles():
-    """Methods file F2 test oracle for a create_issue scenario."""
+    """A hand-worked oracle for a create_issue scenario (after Vissa et al. 2026, arXiv:2607.01465)."""
     v, e = ToolCallVerifier(), ex(CREATE)
     assert v(e, tc(CREATE)).reward == 1.0
     twice = v(e, tc(CREATE, CREATE))

@@ -29,7 +29,7 @@ def test_registered_and_validates():
 
 
 def test_vla_r1_oracles():
-    """Methods file F4, verified against the reference compute_score."""
+    """VLA-R1's reward, verified against the reference compute_score."""
     v = VLAVerifier()
     gold = box(0.75, 0.75, 0.2, 0.2)
     e = Example("b", "q", out(gold, think=False), meta={"box": gold})
@@ -65,7 +65,7 @@ def test_giou_and_iou_values():
 
 
 def _recursive_os_dfd(P, Q, cost):
-    """The Fréchet recursion of F4 written directly (exponential without memo, fine for tiny inputs)."""
+    """The Fréchet recursion of VLA-R1's reward written directly (exponential without memo, fine for tiny inputs)."""
     def C(i, j):
         c = cost(i, j)
         if i == 0 and j == 0:

@@ -1,10 +1,10 @@
 """NudgeRL's inter/intra-context advantage (advantage estimator ``nudge``).
 
 Kim et al. 2026, "Nudging Beyond the Comfort Zone: Efficient Strategy-Guided Exploration for RLVR",
-arXiv:2605.15726; code ``tally0818/NudgeRL``, ``NudgeRLTrainer.compute_advantage_with_groups`` (METHODS H1,
-EXACT from code). Each problem's group is split over strategy contexts by ``rollout.contexts`` (extra
-``context_index``: 0 for the plain, "dropout", rollouts, 1..M for a context). With m_c the mean reward of
-context c's rollouts and m the mean over all of the problem's rollouts:
+arXiv:2605.15726; code ``tally0818/NudgeRL``, ``NudgeRLTrainer.compute_advantage_with_groups`` (EXACT from code;
+docs/methods.md, `nudge`). Each problem's group is split over strategy contexts by ``rollout.contexts`` (extra
+``context_index``: 0 for the plain, "dropout", rollouts, 1..M for a context). With m_c the mean reward of context
+c's rollouts and m the mean over all of the problem's rollouts:
 
     A_raw = (r - m_c) + lambda (m_c - m)      a rollout under a context     (intra + lambda * inter)
           = r - m                             a plain rollout

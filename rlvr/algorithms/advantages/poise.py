@@ -1,11 +1,11 @@
 """POISE: a cross-rollout baseline from a small probe on the policy's internal states (RECONSTRUCTED).
 
 POISE (Policy Optimization with Internal State Value Estimation), "Your Language Model is Its Own Critic:
-Reinforcement Learning with Value Estimation from Actor's Internal States", arXiv:2605.07579
-(METHODS-objectives C15). A lightweight probe predicts the expected verifiable reward from hidden states and
-token-entropy statistics the policy already computed, is trained online, and each rollout's baseline is
-predicted from an *independent* rollout of the same prompt, so the baseline never depends on the rollout
-it is subtracted from and the policy gradient stays unbiased.
+Reinforcement Learning with Value Estimation from Actor's Internal States", arXiv:2605.07579 (docs/methods.md,
+`poise`). A lightweight probe predicts the expected verifiable reward from hidden states and token-entropy
+statistics the policy already computed, is trained online, and each rollout's baseline is predicted from an
+*independent* rollout of the same prompt, so the baseline never depends on the rollout it is subtracted from and
+the policy gradient stays unbiased.
 
     phi_i    = [ h_i / rms(h_i),  mean_t H_{i,t},  std_t H_{i,t},  max_t H_{i,t} ]        [N, H + 3]
                (h_i: last hidden state mean-pooled over the completion (``hidden``); H: token entropy)

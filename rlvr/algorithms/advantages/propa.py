@@ -1,8 +1,8 @@
 """PROPA's process-value rewards and sibling-set advantages (``rollout.strategy: propa``).
 
-Jiang et al. 2025, PROPA, arXiv:2511.10279 (code ``YanbeiJiang/PROPA``: ``create_GRPO_train_qwen.py``, ``swift/plugin/orm.py``;
-METHODS-rollout-data-rewards G5, EXACT from code). The strategy returns, per question, sets of sibling
-candidate steps of its MCTS tree, each labelled l_c = ln(1 + 10 Q_c) / ln 11 (extra ``process_value``; the
+Jiang et al. 2025, PROPA, arXiv:2511.10279 (code ``YanbeiJiang/PROPA``: ``create_GRPO_train_qwen.py``,
+``swift/plugin/orm.py``; EXACT from code; docs/methods.md, `propa`). The strategy returns, per question, sets of
+sibling candidate steps of its MCTS tree, each labelled l_c = ln(1 + 10 Q_c) / ln 11 (extra ``process_value``; the
 set's parent node in ``tree_parent``).
 
 - reward transform ``process_value``: r_i <- l_i for rows that carry a label (l >= 0), other rows unchanged
@@ -12,9 +12,9 @@ set's parent node in ``tree_parent``).
   for constant and one-row sets) with the sibling sets as groups (ms-swift's GRPO, which the reference trains
   with, uses the unbiased std). Rows that are not tree rows (``tree_parent`` 0) form their request's group.
 
-MURPHY (``rollout.strategy: murphy``, arXiv:2511.07833, G6) reuses both as they are: its rows carry their
-retrospective credit in ``process_value`` and its groups, the refinements of one attempt (the turn-1 attempts:
-``tree_parent`` 0), are sibling sets.
+MURPHY (``rollout.strategy: murphy``, arXiv:2511.07833) reuses both as they are: its rows carry their retrospective
+credit in ``process_value`` and its groups, the refinements of one attempt (the turn-1 attempts: ``tree_parent``
+0), are sibling sets.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Zhao et al. 2026, "Reinforced Efficient Reasoning via Semantically Diverse Exploration", arXiv:2601.05053;
 code ``ZiqiZhao1/ROSE-rl``, ``core_algos.py::compute_grpo_iterative_branching_outcome_advantage``
-(``adv_estimator=grpo_iterative_branching``). METHODS-rollout-data-rewards G4, EXACT from code. The tree
+(``adv_estimator=grpo_iterative_branching``). EXACT from code (docs/methods.md, `rose`). The tree
 comes from ``rollout.strategy: rose`` (extras ``tree_node``, ``tree_parent``, ``tree_branch``). Per group,
 for completion b with final reward R_b, length L_b, parent a(b) and branch position k_b:
 

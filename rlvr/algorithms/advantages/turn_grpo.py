@@ -1,10 +1,10 @@
 """Turn-level group-relative advantages for multi-turn episodes (``algorithm.advantage: turn_grpo``).
 
-After MT-GRPO (Zeng et al. 2025, "Reinforcing Multi-Turn Reasoning in LLM Agents via Turn-Level Credit
-Assignment", arXiv:2505.11821), which adds a turn-level advantage to GRPO's outcome advantage so that a
-turn's tokens are credited for what that turn earned. RECONSTRUCTED for any number of turns: the paper's
-two-turn form, generalised as below; not one of rlvr's seed papers, offered as the multi-turn option beside
-the episode-level advantage (any other estimator).
+After MT-GRPO (Zeng et al. 2025, "Reinforcing Multi-Turn Reasoning in LLM Agents via Turn-Level Credit Assignment",
+arXiv:2505.11821), which adds a turn-level advantage to GRPO's outcome advantage so that a turn's tokens are
+credited for what that turn earned. RECONSTRUCTED for any number of turns: the paper's two-turn form, generalised
+as below; not one of the papers rlvr set out to implement, offered as the multi-turn option beside the
+episode-level advantage (any other estimator).
 
 For episode i of group g, with training reward R_i (the episode's reward as ``rollout.multiturn.reward``
 defines it) and environment turn rewards r_{i,k} for its turns k = 1..K_i:

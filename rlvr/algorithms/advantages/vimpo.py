@@ -1,9 +1,9 @@
 """VIMPO's critic-free actor advantage from policy-implied values (RECONSTRUCTED).
 
 Kang, Feng, Levine, Song, Zhao 2026, "VIMPO: Value-Implicit Policy Optimization", arXiv:2606.20008
-(METHODS-objectives C14). Under KL-regularised optimality with deterministic token transitions and the
-outcome reward r only at the end, ``beta log(pi/pi_ref)(o_t) = V(s_{t+1}) - V(s_t)`` (+ r at the last
-step) with ``V(s_{T+1}) = 0``, so the policy implies a value for every prefix of a completion:
+(docs/methods.md, `vimpo`). Under KL-regularised optimality with deterministic token transitions and the outcome
+reward r only at the end, ``beta log(pi/pi_ref)(o_t) = V(s_{t+1}) - V(s_t)`` (+ r at the last step) with
+``V(s_{T+1}) = 0``, so the policy implies a value for every prefix of a completion:
 
     lr_{i,t}  = M_{i,t} (old_logp - ref_logp)_{i,t}                          [N, T]  (pi_old = pi_theta here)
     V_{i,t}   = r_i - beta * sum_{k >= t} lr_{i,k}                            [N, T]  (the soft return-to-go)

@@ -1,6 +1,6 @@
 """Balanced Aggregation (Zeng et al. 2026, "Balanced Aggregation: Understanding and Fixing Aggregation Bias
 in GRPO", arXiv:2605.04077). RECONSTRUCTED: the structure is confirmed by the abstract and two summaries,
-the exact normalisation was not seen and no code was found (METHODS-objectives B2).
+the exact normalisation was not seen and no code was found (docs/methods.md, `balanced`).
 
 Token-mean couples sign and length (long negative responses dominate); sequence-mean down-weights long
 responses. BA takes the token mean *within* the positive-advantage responses and *within* the negative ones
@@ -11,9 +11,9 @@ separately, and mixes the two by their numbers of sequences. Within one scope s 
     L_s = (|P_s| L_P + |N_s| L_N) / (|P_s| + |N_s|)
     loss = mean over scopes s with |P_s| + |N_s| > 0 of L_s
 
-so the coefficient of i in P_s is  c_i = |P_s| / ((|P_s| + |N_s|) sum_{j in P_s} L_j) / S   [N]
-(N_s likewise), with S the number of scopes counted. ``scope="group"`` (default, the methods file's
-recommendation) forms P and N per prompt group; ``scope="batch"`` forms them once over the minibatch.
+so the coefficient of i in P_s is  c_i = |P_s| / ((|P_s| + |N_s|) sum_{j in P_s} L_j) / S   [N] (N_s likewise),
+with S the number of scopes counted. ``scope="group"`` (default, our recommended reading) forms P and N per prompt
+group; ``scope="batch"`` forms them once over the minibatch.
 
 Reconstruction choices, said plainly:
   * A sequence's sign is the sign of its masked-mean advantage (``inp.advantages`` [N, T]), so token-level

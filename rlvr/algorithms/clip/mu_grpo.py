@@ -1,9 +1,9 @@
 """Mu-GRPO clipping: a relaxed trust region for stale rollouts plus a negative-advantage veto that drops the
 suffix of a negative-advantage response from the first token where the policy moved strongly toward it.
 
-Tian, Xie, Wei, "How Off-Policy Can GRPO Be?", arXiv:2605.17570. RECONSTRUCTED from the abstract
-(METHODS-objectives.md C11): the relaxed bounds and the trigger rule are our reading. With the ratio the
-objective clips (token ratio for ``ppo_clip``, sequence ratio for ``gspo``):
+Tian, Xie, Wei, "How Off-Policy Can GRPO Be?", arXiv:2605.17570. RECONSTRUCTED from the abstract (docs/methods.md,
+`mu_grpo`): the relaxed bounds and the trigger rule are our reading. With the ratio the objective clips (token
+ratio for ``ppo_clip``, sequence ratio for ``gspo``):
 
     bounds   [1 - clip_low, 1 + clip_high]          (null: the objective's own clip_low / clip_high)
     trigger  t*_i = first valid t with A_{i,t} < 0 and ratio_{i,t} > 1 + veto_eps

@@ -3,8 +3,8 @@
 Yao, Liu et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (blog,
 fengyao.notion.site/off-policy-rl): the engine samples from pi_engine, the trainer's pi_old differs slightly
 (kernels, precision), so each token's loss is weighted by the truncated ratio, C = 2 in the blog. PSN-RLVR
-(arXiv:2602.02555, METHODS-objectives C13) uses the same weight for its perturbed-parameter rollouts. The
-sequence level follows verl's rollout correction (``rollout_is: sequence``, mode ``truncate``).
+(arXiv:2602.02555; docs/methods.md, `rollout.param_noise`) uses the same weight for its perturbed-parameter
+rollouts. The sequence level follows verl's rollout correction (``rollout_is: sequence``, mode ``truncate``).
 With M the completion mask [N, T] and d_{i,t} = M_{i,t} (old_logp_{i,t} - behaviour_logp_{i,t}):
 
     token:     w_{i,t} = min( exp(d_{i,t}), cap )                                  # [N, T]

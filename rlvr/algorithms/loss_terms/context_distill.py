@@ -1,10 +1,10 @@
 """NudgeRL's distillation term: raise the log-probability of the context-sampled completions under the plain
 prompt, weighted by their advantage (loss term ``context_distill``).
 
-Kim et al. 2026, NudgeRL, arXiv:2605.15726; code ``tally0818/NudgeRL``, ``NudgeRLTrainer._compute_loss``
-(METHODS H1, EXACT from code). A completion ``y`` sampled under a strategy context (``rollout.contexts``,
-its prompt x1) trains under x1 through the objective; this term also trains it under the problem alone
-(x0), so what the context taught is kept without it:
+Kim et al. 2026, NudgeRL, arXiv:2605.15726; code ``tally0818/NudgeRL``, ``NudgeRLTrainer._compute_loss`` (EXACT
+from code; docs/methods.md, `context_distill`). A completion ``y`` sampled under a strategy context
+(``rollout.contexts``, its prompt x1) trains under x1 through the objective; this term also trains it under the
+problem alone (x0), so what the context taught is kept without it:
 
     L_i = -A_i * mean_t log pi_theta(y_t | x0, y_<t)        for rows sampled under a context
         = 0                                                 for plain rows (x1 = x0: the objective covers them)

@@ -1,11 +1,11 @@
 """f-HAL's preference part: the variational f-divergence loss on off-policy preference pairs, the chosen
 response the aligned side and the rejected one the unaligned side (loss term ``f_preference``).
 
-Haldar et al., "f-GRPO and Beyond: Divergence-Based RL Algorithms for General LLM Alignment",
-arXiv:2602.05946 (METHODS-objectives.md C7). RECONSTRUCTED from the abstract, as ``f_grpo`` is: the critic
-link (identity), the sequence log-ratio, beta, and the pair loss as f-GRPO's estimator with the chosen rows
-as P and the rejected rows as Q, each pair weighted 1. For the step's K pairs (prompt x, chosen y+,
-rejected y-), drawn from ``path`` (:mod:`rlvr.passes.pairs`):
+Haldar et al., "f-GRPO and Beyond: Divergence-Based RL Algorithms for General LLM Alignment", arXiv:2602.05946
+(docs/methods.md, `f_preference`). RECONSTRUCTED from the abstract, as ``f_grpo`` is: the critic link (identity),
+the sequence log-ratio, beta, and the pair loss as f-GRPO's estimator with the chosen rows as P and the rejected
+rows as Q, each pair weighted 1. For the step's K pairs (prompt x, chosen y+, rejected y-), drawn from ``path``
+(:mod:`rlvr.passes.pairs`):
 
     T(y)   = beta sum_t M (log pi_theta(y_t | x, y_<t) - log pi_ref(y_t | x, y_<t))   (f_grpo.sequence_critic)
     L_pref = -[ (1/K) sum_j T(y+_j)  -  (1/K) sum_j f*(T(y-_j)) ]

@@ -1,12 +1,12 @@
 """MEML-GRPO's inter-expert mutual learning (loss term ``mutual_learning``).
 
-Jia, Lu et al. 2025, "MEML-GRPO: Heterogeneous Multi-Expert Mutual Learning for RLVR Advancement",
-arXiv:2508.09670 (no code). METHODS H4, RECONSTRUCTED. Each question's group is split over K expert
-system prompts s_e (``rollout.contexts`` with ``p_dropout`` 0 and ``peers``: every completion also carries a
-peer expert's prompt) and GRPO's advantage is taken over the whole group. For each group, e* is the expert
-with the highest accuracy (fraction of its rows with training reward >= ``correct_at``; the first on ties;
-none when that accuracy is 0). Each correct completion y of e* is read under its peer expert e's prompt
-(extra ``context_logp``, one more forward with gradient), and the peer is pulled toward e*:
+Jia, Lu et al. 2025, "MEML-GRPO: Heterogeneous Multi-Expert Mutual Learning for RLVR Advancement", arXiv:2508.09670
+(no code; docs/methods.md, `mutual_learning`). RECONSTRUCTED. Each question's group is split over K expert system
+prompts s_e (``rollout.contexts`` with ``p_dropout`` 0 and ``peers``: every completion also carries a peer expert's
+prompt) and GRPO's advantage is taken over the whole group. For each group, e* is the expert with the highest
+accuracy (fraction of its rows with training reward >= ``correct_at``; the first on ties; none when that accuracy
+is 0). Each correct completion y of e* is read under its peer expert e's prompt (extra ``context_logp``, one more
+forward with gradient), and the peer is pulled toward e*:
 
     L_y = KL( pi(. | s_e*, q, y_<t) || pi(. | s_e, q, y_<t) )  estimated on y's own tokens (sampled from e*):
         = mean_t [ log pi(y_t | s_e*, q, y_<t) - log pi(y_t | s_e, q, y_<t) ],   the e* side detached

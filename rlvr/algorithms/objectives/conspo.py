@@ -1,9 +1,9 @@
 """ConSPO: a group-wise InfoNCE loss contrasting each verified positive's length-normalised log-likelihood
 against the negatives of its group, with a margin that grows over training.
 
-"Revisiting RLVR from a Contrastive Perspective" (ConSPO), arXiv:2605.12969. RECONSTRUCTED from the abstract
-(code not released; METHODS-objectives.md C5): the margin schedule, tau and the defaults are our reading.
-Per group with positives P (reward > label_threshold) and negatives N:
+"Revisiting RLVR from a Contrastive Perspective" (ConSPO), arXiv:2605.12969. RECONSTRUCTED from the abstract (code
+not released; docs/methods.md, `conspo`): the margin schedule, tau and the defaults are our reading. Per group with
+positives P (reward > label_threshold) and negatives N:
 
     s_i  = (1/L_i) sum_t M logp_{i,t}                                  (current policy, with gradient)
     m    = margin_max * step / total_steps  (schedule "linear")  |  margin_max  ("constant")

@@ -1,9 +1,9 @@
 """DHPO: one clipped surrogate on a mix of GRPO's token ratio and GSPO's sequence ratio, each branch clipped
 in its own trust region before mixing.
 
-Min et al., "Dynamic Hybrid Policy Optimization", arXiv:2601.05607 (ACL Findings 2026). RECONSTRUCTED from
-the abstract (code not released; METHODS-objectives.md B4): the mixing weight, the mixing space and the
-branch bounds are our reading, exposed as parameters. Per token, [N, T]:
+Min et al., "Dynamic Hybrid Policy Optimization", arXiv:2601.05607 (ACL Findings 2026). RECONSTRUCTED from the
+abstract (code not released; docs/methods.md, `dhpo`): the mixing weight, the mixing space and the branch bounds
+are our reading, exposed as parameters. Per token, [N, T]:
 
     r_tok     = exp(clamp(logp - old_logp, +-20))                                    # GRPO's ratio
     log s_i   = sum_t M (logp - old_logp) / L_i                                      # GSPO's ratio, [N]

@@ -1,10 +1,9 @@
 """f-GRPO: a variational f-divergence estimate between the above-average (aligned) and below-average
 (unaligned) completions of a group, with the policy-vs-reference log-ratio as the critic.
 
-Haldar et al., "f-GRPO and Beyond: Divergence-Based RL Algorithms for General LLM Alignment",
-arXiv:2602.05946. RECONSTRUCTED from the abstract (METHODS-objectives.md C7): the critic link (identity), the
-sequence log-ratio and beta are our reading. Per group, with Ā_i the row's mean advantage, P = {Ā > 0},
-Q = {Ā < 0}:
+Haldar et al., "f-GRPO and Beyond: Divergence-Based RL Algorithms for General LLM Alignment", arXiv:2602.05946.
+RECONSTRUCTED from the abstract (docs/methods.md, `f_grpo`): the critic link (identity), the sequence log-ratio and
+beta are our reading. Per group, with Ā_i the row's mean advantage, P = {Ā > 0}, Q = {Ā < 0}:
 
     T_i  = beta sum_t M (logp - ref_logp)                        (critic: scaled sequence log-ratio to pi_ref)
     L_g  = -[ sum_{i in P} |Ā_i| T_i / sum_P |Ā|  -  sum_{i in Q} |Ā_i| f*(T_i) / sum_Q |Ā| ]   (an empty side: 0)

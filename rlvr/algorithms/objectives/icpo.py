@@ -1,10 +1,10 @@
 """ICPO's mixed-policy objective: PPO on on-policy rows, a shaped likelihood on guided rows (objective ``icpo``).
 
 Huang, Tang, Liu, Bai, Yang, Wu 2025, "Think Outside the Policy: In-Context Steered Policy Optimization",
-arXiv:2510.26519; code ``Celine-hxy/ICPO`` (``utils/core_algos.py::compute_icpo_policy_loss``, after LUFFY's
-policy shaping). METHODS H5, EXACT from code. The guided rows (extra ``guided``) were sampled under
-in-context demonstrations and are trained under the plain prompt (``rollout.guidance`` keeps its ids), so
-``logp`` is log pi_theta(y_t | q) for every row. Per token:
+arXiv:2510.26519; code ``Celine-hxy/ICPO`` (``utils/core_algos.py::compute_icpo_policy_loss``, after LUFFY's policy
+shaping; docs/methods.md, `icpo`). EXACT from code. The guided rows (extra ``guided``) were sampled under
+in-context demonstrations and are trained under the plain prompt (``rollout.guidance`` keeps its ids), so ``logp``
+is log pi_theta(y_t | q) for every row. Per token:
 
     on-policy row:  rho = exp(clamp(logp - old_logp, -20, 20))
                     l = max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high)),  and for A < 0: min(l, -A c)

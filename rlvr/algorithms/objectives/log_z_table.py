@@ -2,8 +2,8 @@
 trajectory-balance loss (the state of ``tb`` with ``log_z: learned``; not a registered component).
 
 Kim, Kim, Kim, Lee, Rhee, Jung 2026, "Beyond Normalization: Rethinking the Partition Function as a Difficulty
-Scheduler for RLVR", arXiv:2602.12642 (no code; METHODS H9, RECONSTRUCTED). For the rows i of prompt x in one
-objective call, with residuals rho_i = beta r_i + log pi_b(y_i|x) - log pi_theta(y_i|x) (detached) and
+Scheduler for RLVR", arXiv:2602.12642 (no code; RECONSTRUCTED; docs/methods.md, `tb`). For the rows i of prompt x
+in one objective call, with residuals rho_i = beta r_i + log pi_b(y_i|x) - log pi_theta(y_i|x) (detached) and
 delta_i = log Z(x) - rho_i, one plain gradient step of size ``lr`` on
 
     z_loss "prompt":  L_x = (1/n_x)  sum_{i in x} delta_i^2     grad = (2/n_x)  sum_{i in x} delta_i

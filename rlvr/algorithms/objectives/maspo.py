@@ -1,8 +1,9 @@
 """MASPO: a soft, differentiable Gaussian gate on the ratio instead of a hard clip, wider for rare tokens and
 asymmetric in the advantage.
 
-MASPO paper (METHODS-objectives.md B7); code VenomRose-Juri/MASPO-RL, ``verl/trainer/ppo/core_algos.py``
-(``ratio_mode == "maspo"``), defaults from its README. EXACT (code). Per token, [N, T]:
+MASPO paper (arXiv id not known; docs/methods.md, `maspo`); code VenomRose-Juri/MASPO-RL,
+``verl/trainer/ppo/core_algos.py`` (``ratio_mode == "maspo"``), defaults from its README. EXACT (code).
+Per token, [N, T]:
 
     rho        = exp(clamp(logp - old_logp, +-20));   p_old = exp(old_logp)
     sigma_mass = clamp(sigma_base / p_old^alpha, sigma_base, sigma_high)              # wider for rare tokens

@@ -2,8 +2,8 @@
 only on mastered groups (every completion correct), whose GRPO advantages are all 0.
 
 Liao et al., "Mastery-Consolidated Policy Optimization", arXiv:2604.16972. RECONSTRUCTED from the abstract
-(METHODS-objectives.md C2): the KL estimator, the hinge form and the defaults are our reading. The other half
-of MCPO, the up-weighting of majority-correct groups, is the advantage transform ``mcpo_weight``. Per token:
+(docs/methods.md, `mcpo`): the KL estimator, the hinge form and the defaults are our reading. The other half of
+MCPO, the up-weighting of majority-correct groups, is the advantage transform ``mcpo_weight``. Per token:
 
     loss_{i,t} = ppo_clip_{i,t} + hinge_coef * max(0, KL_{i,t} - hinge_delta) * [group of i mastered]
     KL_{i,t}   = rho - 1 - log rho,   rho = exp(clamp(logp - old_logp, +-20))

@@ -1,11 +1,11 @@
 """OC-GRPO: the PPO-clipped loss with an off-context ratio for guided rollouts (RECONSTRUCTED).
 
-"Off-Context GRPO" (arXiv abstract #17 of the seed list; METHODS-objectives C12); closest public relative:
-Guide, Nath et al. 2025, arXiv:2506.13923. Some rollouts of a group are generated from the prompt plus
-privileged guidance h (``rollout.guidance``: the gold answer or a solution prefix appended to the prompt),
-while the target is the hint-free policy. The batch keeps the unguided prompt x for every row, so the
-trainer's log-probs are pi_theta(o | x); the engine's behaviour log-probs of a guided row were taken under
-(x, h) and are its ratio's denominator:
+"Off-Context GRPO" (arXiv id not known; docs/methods.md, `oc_grpo`); closest public relative: Guide, Nath et al.
+2025, arXiv:2506.13923. Some rollouts of a group are generated from the prompt plus privileged guidance h
+(``rollout.guidance``: the gold answer or a solution prefix appended to the prompt), while the target is the
+hint-free policy. The batch keeps the unguided prompt x for every row, so the trainer's log-probs are
+pi_theta(o | x); the engine's behaviour log-probs of a guided row were taken under (x, h) and are its ratio's
+denominator:
 
     rho~_{i,t} = exp( logp_{i,t} - d_{i,t} ),   d = behaviour_logp  (guided row: pi_old(o_t | x, h, o_<t))
                                                 d = old_logp        (unguided row: the usual PPO ratio)

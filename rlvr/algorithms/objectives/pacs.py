@@ -1,8 +1,8 @@
 """PACS: the reward as a binary label, the (group-centred) policy log-ratio as the classifier's logit, and a
 class-balanced cross-entropy; its gradient is a policy gradient with an implicit critic.
 
-PACS, "imPlicit Actor-Critic coupling via Supervised learning" (METHODS-objectives.md B16); code ritzz-ai/PACS,
-``src/pacs/pacs_core_algos.py::compute_pacs_loss``. EXACT (code). Per completion i, [N]:
+PACS, "imPlicit Actor-Critic coupling via Supervised learning" (arXiv id not known; docs/methods.md, `pacs`); code
+ritzz-ai/PACS, ``src/pacs/pacs_core_algos.py::compute_pacs_loss``. EXACT (code). Per completion i, [N]:
 
     psi_i  = beta sum_t (logp - old_logp)          (score "log_ratio_sum", the code's reward_method "1")
            | beta mean_t logp                      (score "mean_logp", reward_method "2")

@@ -1,9 +1,9 @@
 """REAL: rewards as class labels; the policy's length-normalised log-ratio is the logit, giving monotone,
 bounded gradient weights per completion.
 
-"Rewards as Labels: Revisiting RLVR from a Classification Perspective" (REAL), arXiv:2602.05630.
-RECONSTRUCTED from the abstract (METHODS-objectives.md C6): the anchor form (one anchor logit fixed at 0) is
-our reading. Per completion, z_i = (1/L_i) sum_t M (logp - old_logp):
+"Rewards as Labels: Revisiting RLVR from a Classification Perspective" (REAL), arXiv:2602.05630. RECONSTRUCTED from
+the abstract (docs/methods.md, `real`): the anchor form (one anchor logit fixed at 0) is our reading. Per
+completion, z_i = (1/L_i) sum_t M (logp - old_logp):
 
     variant "bce":     loss = sum_i BCEWithLogits(z_i, r_i) / B                  (rewards in [0, 1] as labels)
     variant "anchor":  L_g  = log(1 + sum_{j in N} e^{z_j}) + log(1 + sum_{i in P} e^{-z_i})

@@ -2,7 +2,7 @@
 that widens with the segment's entropy.
 
 Yang et al., "SSPO: Subsentence-level Policy Optimization", arXiv:2511.04256. RECONSTRUCTED from the abstract
-(no code found; METHODS-objectives.md B5): the delimiter set, the entropy scaling g and the default bounds
+(no code found; docs/methods.md, `sspo`): the delimiter set, the entropy scaling g and the default bounds
 are our choices, exposed as parameters. Segments end after tokens flagged by the ``segment_end`` extra (the
 token's text ends in , . ; : ! ? or their full-width forms, or holds a newline; see rlvr.passes.segments). With
 S_k the valid tokens of segment k of response i:

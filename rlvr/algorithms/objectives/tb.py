@@ -1,8 +1,8 @@
 """Trajectory balance with the partition function as an accuracy estimate: PACED-RL's objective (``tb``).
 
 Kim, Kim, Kim, Lee, Rhee, Jung 2026, "Beyond Normalization: Rethinking the Partition Function as a Difficulty
-Scheduler for RLVR", arXiv:2602.12642 (no code). METHODS H9, RECONSTRUCTED (with derivation). The target is
-pi*(y|x) proportional to pi_b(y|x) exp(beta r(x, y)); per completion y_i of prompt x:
+Scheduler for RLVR", arXiv:2602.12642 (no code; docs/methods.md, `tb`). RECONSTRUCTED (with derivation). The target
+is pi*(y|x) proportional to pi_b(y|x) exp(beta r(x, y)); per completion y_i of prompt x:
 
     delta_i = log Z(x) + log pi_theta(y_i|x) - beta r_i - log pi_b(y_i|x)       (sums over y_i's tokens;
                                                                                  means with ``length_norm``)

@@ -1,9 +1,9 @@
 """VIMPO's objective: a PPO-clipped actor term plus the policy-implied value loss (RECONSTRUCTED).
 
 Kang, Feng, Levine, Song, Zhao 2026, "VIMPO: Value-Implicit Policy Optimization", arXiv:2606.20008
-(METHODS-objectives C14). The policy's log-ratios against the frozen reference imply the value of the
-shared start state; every completion of a prompt must imply the same one, which the squared error below
-enforces, bringing in the outcome reward without a critic:
+(docs/methods.md, `vimpo`). The policy's log-ratios against the frozen reference imply the value of the shared
+start state; every completion of a prompt must imply the same one, which the squared error below enforces, bringing
+in the outcome reward without a critic:
 
     u_i      = r_i - beta * sum_t M_{i,t} (logp - ref_logp)_{i,t}        [N]  (V(s_0) implied by row i, with grad)
     V0hat_g  = mean_{j in g} sg[u_j]                                     [N]  (detached group mean)
@@ -13,9 +13,9 @@ enforces, bringing in the outcome reward without a critic:
 The actor term is ``ppo_clip`` (same bounds, the run's clip rule, optional dual clip) on the run's
 advantages, meant to be the ``vimpo`` advantage estimator's (policy-implied values, detached).
 
-RECONSTRUCTED: the value loss's form is the one stated in METHODS C14; how it is weighed against the actor
-term is not known. Here ``L_V,i`` is put on every valid token of row i and aggregated with the policy
-loss, so under ``seq_mean_token_mean`` the value part is exactly ``value_coef * mean_i L_V,i``
+RECONSTRUCTED: the value loss's form is the one we read from the abstract (docs/methods.md, `vimpo`); how it is
+weighed against the actor term is not known. Here ``L_V,i`` is put on every valid token of row i and aggregated
+with the policy loss, so under ``seq_mean_token_mean`` the value part is exactly ``value_coef * mean_i L_V,i``
 (``token_mean`` weighs rows by length). V0hat uses the current policy (detached), so groups are kept whole
 in micro-batches; a group of one has V0hat = u and contributes no value loss (one completion cannot
 disagree with itself). Needs the reference log-probs (the trainer loads a reference model for it).

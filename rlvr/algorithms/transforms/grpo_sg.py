@@ -5,7 +5,7 @@ Confirmed from the abstract: the generalisation loss is bounded by the empirical
 gradient-norm sharpness term, and GRPO-SG down-weights the tokens likely to cause overly large gradients.
 For a softmax LM the per-token gradient of log pi(o_t) with respect to the logits has norm
 ``|| e_{o_t} - pi_t ||_2`` (:func:`logit_grad_norm`), largest for low-probability tokens. Reconstruction
-(METHODS-objectives C8):
+(docs/methods.md, `grpo_sg`):
 
     w_t = sg[ pi_old(o_t)^alpha ] / mean_{valid tokens of the batch}( sg[ pi_old(o_t)^alpha ] ),  alpha in (0, 1]
     A_{i,t} <- w_t * A_{i,t}        (a positive token weight on A equals it on the clipped per-token loss)

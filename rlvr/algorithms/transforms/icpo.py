@@ -2,8 +2,8 @@
 transform ``reject_guided``).
 
 Huang, Tang, Liu, Bai, Yang, Wu 2025, "Think Outside the Policy: In-Context Steered Policy Optimization",
-arXiv:2510.26519; code ``Celine-hxy/ICPO`` (``utils/reward_score.py::compute_score_icpo_bonus``,
-``decay_by_step``). METHODS H5. The guided rows (extra ``guided``) are the off-policy rollouts sampled under
+arXiv:2510.26519; code ``Celine-hxy/ICPO`` (``utils/reward_score.py::compute_score_icpo_bonus``, ``decay_by_step``;
+docs/methods.md, `icpo_bonus`). The guided rows (extra ``guided``) are the off-policy rollouts sampled under
 in-context demonstrations (``rollout.guidance.demos``).
 
 ``icpo_bonus`` (EXACT from code; ``correct`` is the score component, else reward >= 1):

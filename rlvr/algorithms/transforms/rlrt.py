@@ -3,7 +3,7 @@
 Kim, Jeon, Li, Yang, "Rebellious Student: Reversing Teacher Signals ...", arXiv:2605.10781. Confirmed from the
 abstract: the teacher is the same model given privileged information (the correct answer); the token
 asymmetry is D_t = log P_T(o_t) - log P_S(o_t); on *correct* rollouts the tokens the teacher would not have
-predicted (self-driven tokens) are up-weighted; GRPO otherwise. Reconstruction (METHODS-objectives C16) — the
+predicted (self-driven tokens) are up-weighted; GRPO otherwise. Reconstruction (docs/methods.md, `rlrt`) — the
 RLSD/CEPO weight (cepo.py) with the sign reversed, on positive rows only:
 
     D_t     = sg[ teacher_logp_t - old_logp_t ]                                         [N, T]

@@ -1,10 +1,10 @@
 """SCOPE-RL's rewards: the correctness-gated process-shape reward (reward transform ``scope_shape``) and the
 prefix-decomposed reward of scaffolded prompts (``scope_prefix``).
 
-"SCOPE-RL: Scaffolded Chain Optimization with Process Efficiency" (abstract in the seed list; code announced
-at ``tokencraft-lab/SCOPE-RL``, not available). METHODS H7, RECONSTRUCTED. Once the model solves a problem,
-the reward of its correct trajectories also reflects the shape of the process, and an incorrect one gets
-nothing whatever its shape:
+"SCOPE-RL: Scaffolded Chain Optimization with Process Efficiency" (arXiv id not known; code announced at
+``tokencraft-lab/SCOPE-RL``, not available; docs/methods.md, `scope_shape` and `scope_prefix`). RECONSTRUCTED. Once
+the model solves a problem, the reward of its correct trajectories also reflects the shape of the process, and an
+incorrect one gets nothing whatever its shape:
 
     r_i <- 1[correct_i] (1 - lambda_p + lambda_p shape_i)
     shape_i = (useful_i + efficiency_i) / 2

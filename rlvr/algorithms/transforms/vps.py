@@ -1,10 +1,10 @@
 """GRPO-VPS: segment-wise progress from the policy's belief in the correct answer (advantage transform
 ``vps``), RECONSTRUCTED.
 
-Zhu, Weng, Wu, Tan, Chen, Tao, Bai, Hou, Shang, Zhang 2026, "GRPO-VPS: Enhancing Group Relative Policy
-Optimization with Verifiable Process Supervision for Effective Reasoning", arXiv:2604.20659 (METHODS H8;
-no code). After each segment of a completion the trainer probes the policy's belief in the gold answer,
-``b_k`` (mean log-prob of the answer after an answer-eliciting suffix; :mod:`rlvr.passes.belief`, extras
+Zhu, Weng, Wu, Tan, Chen, Tao, Bai, Hou, Shang, Zhang 2026, "GRPO-VPS: Enhancing Group Relative Policy Optimization
+with Verifiable Process Supervision for Effective Reasoning", arXiv:2604.20659 (no code; docs/methods.md, `vps`).
+After each segment of a completion the trainer probes the policy's belief in the gold answer, ``b_k`` (mean
+log-prob of the answer after an answer-eliciting suffix; :mod:`rlvr.passes.belief`, extras
 ``belief_progress`` = b_k - b_{k-1} and ``belief_segment`` = k on each token of segment k). Then
 
     Delta_{i,k} = b_{i,k} - b_{i,k-1}                               the segment's progress
@@ -14,9 +14,8 @@ no code). After each segment of a completion the trainer probes the policy's bel
 
 so a segment that raised the belief (a useful step) gains credit, one that lowered it (an error) loses it,
 and a flat one (redundant) keeps the trajectory's advantage. ``gamma = 0`` is the input advantage exactly.
-RECONSTRUCTED: the normalisation and ``gamma`` (0.5) are the METHODS file's guess; the paper's optional
-sign-consistent variant is not implemented. Metrics: ``progress_mean`` (per token), ``segments_mean`` (per
-completion).
+RECONSTRUCTED: the normalisation and ``gamma`` (0.5) are our guess; the paper's optional sign-consistent variant is
+not implemented. Metrics: ``progress_mean`` (per token), ``segments_mean`` (per completion).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """arrol: online pruning of partial rollouts by a learned quality head (``rollout.strategy: {name: arrol}``).
 
-Hsu et al. 2026, "Prune as You Generate: Online Rollout Pruning for Faster and Better RLVR", arXiv:2603.24840
-(the repository holds only a README). METHODS G3, RECONSTRUCTED. Per request of n completions:
+Hsu et al. 2026, "Prune as You Generate: Online Rollout Pruning for Faster and Better RLVR", arXiv:2603.24840 (the
+repository holds only a README; docs/methods.md, `rollout.strategy: arrol`). RECONSTRUCTED. Per request of n
+completions:
 
     start N_0 = ceil(over_provision * n) rollouts, generated up to the first checkpoint T_1
     at checkpoint k = 1..K (token counts ``checkpoints``), over the candidates (finished ones included):

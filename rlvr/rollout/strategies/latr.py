@@ -1,8 +1,8 @@
 """LATR: lookahead tree-based rollouts (``rollout.strategy: {name: latr}``).
 
-Xing, Wang, Yang, Dai, Ren 2025, "Lookahead Tree-Based Rollouts for Enhanced Trajectory-Level Exploration
-in RLVR", arXiv:2510.24302; code ``starreeze/latr`` (``model/generation.py``, ``model/sample_filter.py``,
-``model/metrics.py``, ``model/utils.py``, ``scripts/grpo-kt-math.sh``). METHODS-rollout-data-rewards G2.
+Xing, Wang, Yang, Dai, Ren 2025, "Lookahead Tree-Based Rollouts for Enhanced Trajectory-Level Exploration in RLVR",
+arXiv:2510.24302; code ``starreeze/latr`` (``model/generation.py``, ``model/sample_filter.py``,
+``model/metrics.py``, ``model/utils.py``, ``scripts/grpo-kt-math.sh``; docs/methods.md, `rollout.strategy: latr`).
 
 Per request of n completions, k = round(n eta) are grown as one tree from the prompt and n - k are sampled
 i.i.d. by the engine (eta = ``mix_ratio``, or ``mix_schedule`` by training step). Tree phase, all roots
@@ -30,9 +30,9 @@ branches, lookahead pruning (ROUGE-L / suffix match / edit distance, recursive),
 
 rlvr's additions and deviations:
 
-- The relative test: the paper and METHODS state p_1 - p_j < tau_rel (a close runner-up forks); the official
-  ``ProbFilter`` computes ``p_1 - p_j > tau_rel``, yet its parameter scheduler treats a lower tau_rel as
-  stricter, true only of the paper's form. rlvr uses the paper's (``official_rel_test: true``: the code's).
+- The relative test: the paper states p_1 - p_j < tau_rel (a close runner-up forks); the official ``ProbFilter``
+  computes ``p_1 - p_j > tau_rel``, yet its parameter scheduler treats a lower tau_rel as stricter, true only of
+  the paper's form. rlvr uses the paper's (``official_rel_test: true``: the code's).
 - ``exempt_math_symbols`` (official ``keep_math_symbols``, on there) skips pruning when the parent's token at
   the fork is a math symbol; the official filter drops those comparisons from one of two zipped lists, so
   its exemption lands on other branches. rlvr exempts the intended ones; off by default.

@@ -1,9 +1,9 @@
 """MURPHY's execution-feedback rollout tree (``rollout.strategy: {name: murphy}``).
 
 Ekbote, Lingam, Sanghavi, Omidvar-Tehrani, Huan, Deoras, Soatto 2025/26, "Murphy: Multi-Turn GRPO for
-Self-Correcting Code Generation", arXiv:2511.07833 (METHODS-rollout-data-rewards G6). RECONSTRUCTED: no
-code was found; the structure is from the abstract and summaries, and the exact credit form, the pruning
-rule, the feedback prompt and every default are rlvr's reading of them.
+Self-Correcting Code Generation", arXiv:2511.07833 (docs/methods.md, `rollout.strategy: murphy`). RECONSTRUCTED: no
+code was found; the structure is from the abstract and summaries, and the exact credit form, the pruning rule, the
+feedback prompt and every default are rlvr's reading of them.
 
 For each request (a prompt x, ``n`` = G), with the current policy:
 

@@ -1,10 +1,10 @@
 """PROPA's step-level MCTS rollouts (``rollout.strategy: {name: propa}``).
 
 Jiang, Lei, Ding, Ehinger, Lau 2025, "PROPA: Toward Process-level Optimization in Visual Reasoning via
-Reinforcement Learning", arXiv:2511.10279; code
-``YanbeiJiang/PROPA`` (``run_MCTS_train_qwen_grpo.py``, ``create_GRPO_train_qwen.py``, ``swift/plugin/orm.py``).
-METHODS-rollout-data-rewards G5: the MCTS and the GRPO data EXACT from the code; the interleaving with SFT
-and the process reward model are not built here (see below).
+Reinforcement Learning", arXiv:2511.10279; code ``YanbeiJiang/PROPA`` (``run_MCTS_train_qwen_grpo.py``,
+``create_GRPO_train_qwen.py``, ``swift/plugin/orm.py``). See docs/methods.md, `rollout.strategy: propa`: the MCTS
+and the GRPO data EXACT from the code; the interleaving with SFT and the process reward model are not built here
+(see below).
 
 For each request (a question x), with the current policy:
 

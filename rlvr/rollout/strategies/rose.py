@@ -1,8 +1,8 @@
 """ROSE: semantic-entropy branching with epsilon-exploration (``rollout.strategy: {name: rose}``).
 
-Zhao et al. 2026, "Reinforced Efficient Reasoning via Semantically Diverse Exploration", arXiv:2601.05053;
-code ``ZiqiZhao1/ROSE-rl`` (``vllm_rollout_spmd.py::generate_sequences_loop_entropy``, ``example.sh``).
-METHODS-rollout-data-rewards G4. The segment-level advantage over the tree is the ``rose`` advantage
+Zhao et al. 2026, "Reinforced Efficient Reasoning via Semantically Diverse Exploration", arXiv:2601.05053; code
+``ZiqiZhao1/ROSE-rl`` (``vllm_rollout_spmd.py::generate_sequences_loop_entropy``, ``example.sh``). See
+docs/methods.md, `rollout.strategy: rose`. The segment-level advantage over the tree is the ``rose`` advantage
 estimator (:mod:`rlvr.algorithms.advantages.rose`).
 
 Each request's n completions are grown one per round, all requests batched in a round:

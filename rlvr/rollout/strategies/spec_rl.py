@@ -1,8 +1,8 @@
 """SPEC-RL: speculative reuse of the previous epoch's rollouts (``rollout.strategy: {name: spec_rl}``).
 
-Liu, Wang, Min et al. 2025, "SPEC-RL: Accelerating On-Policy Reinforcement Learning via Speculative
-Rollouts", arXiv:2509.23232; code ``ShopeeLLM/Spec-RL`` (``verl/utils/speculative_decoding.py``:
-``spec_cut_with_knobs``; the spec branch of ``RayPPOTrainer.fit``). METHODS-rollout-data-rewards G1.
+Liu, Wang, Min et al. 2025, "SPEC-RL: Accelerating On-Policy Reinforcement Learning via Speculative Rollouts",
+arXiv:2509.23232; code ``ShopeeLLM/Spec-RL`` (``verl/utils/speculative_decoding.py``: ``spec_cut_with_knobs``; the
+spec branch of ``RayPPOTrainer.fit``; docs/methods.md, `rollout.strategy: spec_rl`).
 
 The completions of prompt q from the last time q was seen are a free draft. Per generation call, for each
 request of n completions whose prompt has n stored drafts y (tokens y_1..y_L, behaviour log-probs

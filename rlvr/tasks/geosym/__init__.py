@@ -1,6 +1,6 @@
 """GeoSym: a neuro-symbolic geometry problem engine (type-conditional grammar + analytic SymPy solver).
 
-GeoSym Engine (GeoSym / GeoSym127K, 2026; github.com/Tomie56/GeoSym127K; METHODS F5): sample a base
+GeoSym Engine (GeoSym / GeoSym127K, 2026; github.com/Tomie56/GeoSym127K; docs/geosym.md): sample a base
 shape, apply type-conditional derivation rules, add construction operations by difficulty, compute exact
 symbolic answers, render the diagram; the RLVR reward is exact match of the symbolic answer.
 
