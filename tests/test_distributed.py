@@ -4,6 +4,7 @@ it cannot honour. Runs go through ``tests/dist_worker.py`` (its engine seeds eac
 which rank generates a group does not change it)."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -293,6 +294,32 @@ def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
     assert [m["step"] for m in metrics(cut)] == [1, 2, 3, 4]
     for x, y in zip(metrics(cut)[2:], metrics(full)[2:]):
         assert [x[k] for k in ("reward", "loss", "grad_norm")] == [y[k] for k in ("reward", "loss", "grad_norm")]
+
+
+@pytest.mark.distributed
+def test_fsdp_mixed_precision_computes_in_bfloat16_and_keeps_float32_shards(tmp_path):
+    # MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32): the forward and backward run on bf16
+    # copies of the gathered parameters, the shards and the AdamW state stay float32
+    base = ["--set", "train.distributed.strategy=fsdp"]
+    full, mixed = tmp_path / "full" / "run", tmp_path / "mixed" / "run"
+    ok(run(full, 2, *base))
+    ok(run(mixed, 2, *base, "--set", "train.distributed.mixed_precision=bfloat16"))
+    a, b = weights(full, 4), weights(mixed, 4)
+    assert all(v.dtype == torch.float32 for v in b.values())
+    assert max_diff(a, b) > 0  # the policy applied: bf16 compute rounds otherwise
+    first_full, first_mixed = metrics(full)[0], metrics(mixed)[0]  # the same samples (the same start)
+    for key in ("loss", "grad_norm", "entropy"):  # bf16 rounding, not another computation
+        assert first_mixed[key] == pytest.approx(first_full[key], rel=0.05, abs=1e-3), key
+    assert all(math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"]) for m in metrics(mixed))
+
+
+def test_fsdp_policies_need_fsdp_and_cpu_offload_a_gpu():
+    with pytest.raises(ValueError, match="FSDP2 policies"):
+        load_config(overrides=["train.distributed.cpu_offload=true"])
+    cfg = load_config(overrides=["rollout.prompts_per_step=4", "device=cpu", "train.distributed.strategy=fsdp",
+                                 "train.distributed.cpu_offload=true"])
+    with pytest.raises(DistributedSetupError, match="nothing to offload"):
+        check_world(cfg, World(0, 2, strategy="fsdp"))
 
 
 def test_sharded_checkpoint_is_refused_by_a_replicated_resume(tmp_path):

@@ -26,7 +26,7 @@ def test_sleep_mode_frees_memory_and_wakes_with_the_current_weights():
     engine.generate(REQS, s)
     asleep = used_gib()
     engine.llm.wake_up()
-    engine._asleep = False
+    engine._shared.asleep = False  # (the state every view of one vLLM shares)
     awake = used_gib()
     assert awake - asleep > 1.0  # the KV cache (20% of the device) was released while asleep
     engine.generate(REQS, s)  # sleeps again

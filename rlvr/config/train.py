@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["TrainConfig", "DistributedConfig", "SFTConfig", "SSBConfig"]
 
@@ -25,6 +25,18 @@ class DistributedConfig(_Section):
                                              "FSDP2 shards weights, gradients and optimizer state over the ranks")
     backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")
     timeout_s: float = Field(1800.0, gt=0, description="seconds a rank waits in a collective before failing")
+    mixed_precision: Literal["bfloat16", "float16"] | None = Field(
+        None, description="fsdp: all-gather and compute the parameters in this dtype, reduce gradients in float32, "
+                          "keep the sharded parameters and optimizer state in model.dtype (null: off)")
+    cpu_offload: bool = Field(False, description="fsdp: keep the sharded parameters, gradients and optimizer state in "
+                                                 "host memory between uses (GPU runs; the optimizer steps on the CPU)")
+
+    @model_validator(mode="after")
+    def _fsdp_only(self) -> "DistributedConfig":
+        if self.strategy != "fsdp" and (self.mixed_precision or self.cpu_offload):
+            raise ValueError("train.distributed.mixed_precision and cpu_offload are FSDP2 policies: set "
+                             "train.distributed.strategy=fsdp")
+        return self
 
 
 class TrainConfig(_Section):

@@ -34,16 +34,24 @@ def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if type(m).__name__ in names]
 
 
-def shard(wrapper: torch.nn.Module, group=None) -> torch.nn.Module:
-    """Shard ``wrapper`` (a :class:`CompletionLogprobs`) in place: decoder layers, then the root."""
+def shard(wrapper: torch.nn.Module, group=None, mixed_precision: str | None = None,
+          cpu_offload: bool = False) -> torch.nn.Module:
+    """Shard ``wrapper`` (a :class:`CompletionLogprobs`) in place: decoder layers, then the root. With
+    ``mixed_precision`` (``"bfloat16"``) each unit is all-gathered and computed in that dtype and its gradients
+    reduced in float32, while the shards and the optimizer state keep the parameters' own dtype; with
+    ``cpu_offload`` the shards, their gradients and the optimizer state live in host memory between uses."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
     dev = next(wrapper.parameters()).device
     mesh = init_device_mesh(dev.type, (torch.distributed.get_world_size(group),))
+    policies = {"mp_policy": MixedPrecisionPolicy(param_dtype=getattr(torch, mixed_precision),
+                                                  reduce_dtype=torch.float32) if mixed_precision
+                else MixedPrecisionPolicy(),
+                "offload_policy": CPUOffloadPolicy() if cpu_offload else OffloadPolicy()}
     for unit in _units(wrapper.model):
-        fully_shard(unit, mesh=mesh)
-    fully_shard(wrapper, mesh=mesh)
+        fully_shard(unit, mesh=mesh, **policies)
+    fully_shard(wrapper, mesh=mesh, **policies)
     wrapper._get_fsdp_state()._lazy_init()  # the wrapper is the root, even if a layer runs forward first
     return wrapper
 

@@ -37,7 +37,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-__all__ = ["World", "init_world", "check_world", "launched_by_torchrun", "DistributedSetupError"]
+__all__ = ["World", "init_world", "check_world", "launched_by_torchrun", "DistributedSetupError",
+           "collective_device", "served_types"]
 
 
 SEED_STRIDE = 15_485_863  # rank r samples with seed + r * SEED_STRIDE (mod 2**31 - 1)
@@ -55,9 +56,10 @@ class World:
     """One process's view of the data-parallel group (``World()`` is the single-process world)."""
 
     def __init__(self, rank: int = 0, size: int = 1, local_rank: int = 0, group: Any = None,
-                 strategy: str = "ddp"):
+                 strategy: str = "ddp", fsdp: dict | None = None):
         self.rank, self.size, self.local_rank, self.group = rank, size, local_rank, group
         self.strategy = strategy  # "ddp" (replicated weights) or "fsdp" (FSDP2-sharded, rlvr.distributed.fsdp)
+        self.fsdp = dict(fsdp or {})  # FSDP2 policies: mixed_precision, cpu_offload (rlvr.distributed.fsdp.shard)
 
     @property
     def sharded(self) -> bool:
@@ -75,6 +77,26 @@ class World:
         return f"World(rank={self.rank}, size={self.size})"
 
     # --- collectives (all no-ops for size 1) ---------------------------------------------------------------
+    # Every collective rlvr issues goes through these methods, and every tensor one of them sends goes through
+    # _on_backend (tests/test_collectives.py checks both): a backend serves only the device types it was bound
+    # to (gloo: CPU, and CUDA tensors it copies; NCCL: CUDA only), so a CPU tensor all-reduced under NCCL fails
+    # with "No backend type associated with device type cpu". Object collectives pick their device themselves
+    # (torch uses the current CUDA device under NCCL, which init_world sets to the rank's own).
+    def backend_device(self, device: torch.device) -> torch.device:
+        """Where this group's backend takes a tensor that lives on ``device``: there, when the backend serves
+        its device type, else on the backend's own (:func:`collective_device`)."""
+        return collective_device(served_types(self.group), device, self.local_rank)
+
+    def _on_backend(self, t: torch.Tensor, op: Callable[..., Any], **kw: Any) -> torch.Tensor:
+        """``op(t)`` (an in-place collective) run on a copy of ``t`` where the backend takes it, when ``t`` lives
+        elsewhere, and copied back into ``t``; ``t``."""
+        where = self.backend_device(t.device)
+        x = t if where == t.device else t.to(where)
+        op(x, group=self.group, **kw)
+        if x is not t:
+            t.copy_(x)
+        return t
+
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj``, in rank order (picklable objects; CPU tensors inside are fine)."""
         if not self.distributed:
@@ -99,18 +121,14 @@ class World:
         """Element-wise sums over ranks (float64)."""
         if not self.distributed:
             return list(values)
-        import torch.distributed as dist
-
-        t = torch.tensor(list(values), dtype=torch.float64)
-        dist.all_reduce(t, group=self.group)
-        return t.tolist()
+        return self.all_reduce_(torch.tensor(list(values), dtype=torch.float64)).tolist()
 
     def all_reduce_(self, t: torch.Tensor) -> torch.Tensor:
-        """``t`` summed over ranks, in place (on the backend's device: CPU for gloo, the rank's GPU for NCCL)."""
+        """``t`` summed over ranks, in place (wherever ``t`` lives; the backend works on its own device)."""
         if self.distributed:
             import torch.distributed as dist
 
-            dist.all_reduce(t, group=self.group)
+            self._on_backend(t, dist.all_reduce)
         return t
 
     def sum_grads_(self, params: Sequence[torch.nn.Parameter]) -> None:
@@ -159,7 +177,7 @@ class World:
 
         with torch.no_grad():
             for t in [*module.parameters(), *module.buffers()]:
-                dist.broadcast(t.data, src=0, group=self.group)
+                self._on_backend(t.data, dist.broadcast, src=0)
 
     def device_for(self, device: torch.device) -> torch.device:
         """This rank's device: its own GPU (``LOCAL_RANK``) when the run is on CUDA."""
@@ -175,7 +193,7 @@ class World:
             return self
         import torch.distributed as dist
 
-        return World(self.rank, self.size, self.local_rank, dist.new_group(backend="gloo"), self.strategy)
+        return World(self.rank, self.size, self.local_rank, dist.new_group(backend="gloo"), self.strategy, self.fsdp)
 
     # --- sharding ------------------------------------------------------------------------------------------
     def share(self, n: int) -> list[int]:
@@ -217,7 +235,7 @@ class World:
         if self.sharded:
             from rlvr.distributed.fsdp import shard
 
-            return shard(model, self.group)
+            return shard(model, self.group, **self.fsdp)
         import inspect
 
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -267,8 +285,39 @@ def check_world(cfg: Any, world: World) -> None:
         problems.append(f"rollout.vllm.tensor_parallel_size={cfg.rollout.vllm.tensor_parallel_size} under torchrun "
                         "is not supported yet: every rank runs its own vLLM engine on its own device "
                         "(tensor_parallel_size=1) and generates its own share of the groups")
+    d = cfg.train.distributed
+    if d.cpu_offload and (cfg.device == "cpu" or not torch.cuda.is_available()):
+        problems.append("train.distributed.cpu_offload moves the sharded state from the GPUs to host memory; this "
+                        "run is on the CPU, where there is nothing to offload")
     if problems:
         raise DistributedSetupError("; ".join(problems))
+
+
+def collective_device(types: Sequence[str], device: torch.device, local_rank: int = 0) -> torch.device:
+    """Where a backend serving the device ``types`` (``["cuda"]`` for NCCL, ``["cuda", "cpu"]`` for gloo) takes
+    a tensor on ``device``: ``device`` itself when its type is served, else CPU when that is, else this rank's
+    GPU (``local_rank``)."""
+    device = torch.device(device)
+    if device.type in types:
+        return device
+    if "cpu" in types:
+        return torch.device("cpu")
+    return torch.device(types[0], local_rank)
+
+
+def served_types(group: Any = None) -> list[str]:
+    """The device types ``group``'s backends serve (default: the default group's): ``["cuda"]`` under NCCL,
+    ``["cpu", "cuda"]`` under gloo, both under ``cpu:gloo,cuda:nccl``."""
+    import torch.distributed as dist
+
+    group = group if group is not None else dist.group.WORLD
+    types = getattr(group, "_device_types", None)  # (torch >= 2.2; else read off the backend's name)
+    if types:
+        return [d.type for d in types]
+    name = dist.get_backend(group)
+    if ":" in name:
+        return [part.split(":")[0] for part in name.split(",")]
+    return {"nccl": ["cuda"], "gloo": ["cpu", "cuda"], "mpi": ["cpu", "cuda"]}.get(name, ["cpu"])
 
 
 def _backend(name: str) -> str:
@@ -298,7 +347,8 @@ def _leave() -> None:
         dist.destroy_process_group()
 
 
-def init_world(backend: str = "auto", timeout_s: float = 1800.0, strategy: str = "ddp") -> World:
+def init_world(backend: str = "auto", timeout_s: float = 1800.0, strategy: str = "ddp",
+               fsdp: dict | None = None) -> World:
     """The world torchrun started this process in (``World()`` outside torchrun); joins the process group."""
     if not launched_by_torchrun():
         return World()
@@ -315,4 +365,4 @@ def init_world(backend: str = "auto", timeout_s: float = 1800.0, strategy: str =
             torch.cuda.set_device(local)
         dist.init_process_group(name, timeout=datetime.timedelta(seconds=timeout_s))
         atexit.register(_leave)
-    return World(rank, size, local, None, strategy)
+    return World(rank, size, local, None, strategy, fsdp)

@@ -112,6 +112,15 @@ def _in_process_env(settings: VLLMConfig) -> None:
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
 
 
+def _release_cached_memory() -> None:
+    """Hand the blocks torch's caching allocator holds (the update's activations and gradients, freed but kept)
+    back to the GPU before vLLM wakes and allocates its weights and KV cache again."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 class VLLMEngine:
     """Sampling through a colocated ``vllm.LLM`` (see the module docstring)."""
 
@@ -206,6 +215,7 @@ class VLLMEngine:
         shared = self._shared
         with shared.lock:
             if shared.asleep:
+                _release_cached_memory()
                 self.llm.wake_up(tags=["weights"])
             # LoRA merged; an FSDP shard gathered one tensor at a time as vLLM reads it (every rank in this order)
             weights = ((name, _full(t).detach()) for name, t in inference_state_dict(self.model).items())
@@ -241,6 +251,7 @@ class VLLMEngine:
     def _generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
         if _sharded(self.model):  # its weights arrive in sync_weights only (a collective)
             if self._shared.asleep:  # level 1 kept them in host memory
+                _release_cached_memory()
                 self.llm.wake_up()
                 self._shared.asleep = False
         elif self._stale or self._shared.asleep or self._shared.loaded is not self:

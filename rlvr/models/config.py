@@ -58,7 +58,8 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str | None = Field(None, description="local Hugging Face model directory; unset builds the tiny model")
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="tiny model size (no path)")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="parameter dtype")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="parameter dtype (auto: bfloat16 on a GPU that supports it, else float32)")
     chat_template: bool = Field(False, description="render prompts with the tokenizer's chat template")
     logprob_chunk_tokens: int = Field(4096, gt=0, description="tokens per log-prob chunk (bounds [tokens, vocab] memory)")
     lora: LoRAConfig = Field(default_factory=LoRAConfig, description="LoRA adapters for the RL phase (peft)")

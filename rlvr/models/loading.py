@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -40,8 +41,21 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     return tok
 
 
-def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The policy and tokenizer; a ``path`` must be an existing local directory (nothing is downloaded)."""
+def resolve_dtype(name: str, device: Any = "cpu") -> str:
+    """``model.dtype`` for a model that will run on ``device``: ``auto`` is bfloat16 on a GPU that supports it
+    (as verl and TRL load for training on GPUs) and float32 elsewhere; any other name is itself."""
+    if name != "auto":
+        return name
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bfloat16"
+    return "float32"
+
+
+def load_model(cfg: ModelConfig, seed: int = 0, device: Any = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The policy and tokenizer, in ``cfg.dtype`` for ``device`` (:func:`resolve_dtype`; the model stays on the
+    CPU); a ``path`` must be an existing local directory (nothing is downloaded)."""
+    dtype = DTYPES[resolve_dtype(cfg.dtype, device)]
     if cfg.path is None:
         vlm = cfg.tiny.arch == "qwen2_vl"
         tok = vlm_tokenizer() if vlm else char_tokenizer()
@@ -50,7 +64,7 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTra
         model = build_tiny_model(cfg.tiny, tok, seed=seed)
         if vlm:
             bind_vision(model, tok, VisionProcessor.for_model(model.config, tiny_image_processor(cfg.tiny), tok))
-        return model.to(DTYPES[cfg.dtype]), tok
+        return model.to(dtype), tok
     path = Path(cfg.path).expanduser()
     if not path.is_dir():
         raise FileNotFoundError(f"model.path {cfg.path!r} is not a local directory (rlvr never downloads weights)")
@@ -70,7 +84,7 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> tuple[PreTrainedModel, PreTra
                             f"rlvr reads the families {', '.join(SUPPORTED_VLMS)}")
     try:
         auto = AutoModelForImageTextToText if vlm else AutoModelForCausalLM
-        model = auto.from_pretrained(str(path), dtype=DTYPES[cfg.dtype], local_files_only=True)
+        model = auto.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
         raise ModelDirError(f"{path}: cannot load the model ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     if vlm:

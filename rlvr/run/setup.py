@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlvr.config.run import RunConfig, algorithm_needs
+from rlvr.config.run import RunConfig, algorithm_needs, length_limits
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models import shared_prefix
 from rlvr.models.logprobs import CompletionLogprobs
@@ -98,21 +98,15 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     threads = apply_threads(cfg.train.threads)
     seed_everything(cfg.seed)
     if model is None:
-        model, tokenizer = load_model(model_cfg or cfg.model, seed=cfg.seed)
+        model, tokenizer = load_model(model_cfg or cfg.model, seed=cfg.seed, device=device)
     elif tokenizer is None:
         raise SetupError("a model object needs its tokenizer too (tokenizer=...)")
     task = task if task is not None else build_task(cfg)
     where = (model_cfg or cfg.model).path or "the built-in tiny model"
     check_chat_template(tokenizer, cfg.model.chat_template, [e for s in task.splits for e in task.examples(s)], where)
-    mt = cfg.rollout.multiturn  # an episode's completion holds every turn and observation
-    completion, name = cfg.rollout.max_new_tokens, "rollout.max_new_tokens"
-    if mt.env is not None:
-        completion = mt.completion_bound(cfg.rollout.max_new_tokens)
-        name = ("rollout.multiturn.max_tokens" if mt.max_tokens is not None else
-                "an episode's longest completion (rollout.multiturn: max_turns x (turn tokens + "
-                "max_observation_tokens); set rollout.multiturn.max_tokens to bound it)")
-    report = fit_prompts(task, tokenizer, model, completion, cfg.data.max_prompt_tokens,
-                         cfg.data.prompt_overflow, cfg.model.chat_template, name)
+    limits = length_limits(cfg)  # an episode's completion holds every turn and observation
+    report = fit_prompts(task, tokenizer, model, limits.episode, cfg.data.max_prompt_tokens,
+                         cfg.data.prompt_overflow, cfg.model.chat_template, limits.episode_source)
     if any(s["dropped"] or s["truncated"] for s in report.splits.values()):
         _say(report.summary())
     if check_scoring and "train" in task.splits:

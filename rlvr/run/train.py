@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from rlvr.config.run import RunConfig, dump_config, load_config, needs_reference
+from rlvr.config.run import RunConfig, dump_config, length_limits, load_config, needs_reference
 from rlvr.models.loading import ModelConfig, load_model
 from rlvr.models.lora import is_adapter_dir, load_adapter
 from rlvr.models.vision import save_tokenizer
@@ -98,7 +98,7 @@ def _ssb_rows(cfg: RunConfig, model, tok, task: Task, out: Path, world: World) -
     n = min(len(examples), c.max_problems or len(examples))
     bar = ProgressDisplay("SSB curation", n, every=max(1, n // 10)) if world.main else NullDisplay()
     try:
-        rows = curate(engine, task, tok, examples, c, c.max_new_tokens or cfg.rollout.max_new_tokens, cfg.seed,
+        rows = curate(engine, task, tok, examples, c, length_limits(cfg).warmup, cfg.seed,
                       on_progress=lambda i, _n: bar.update(i, "problems"))
     finally:
         bar.close()
@@ -114,7 +114,8 @@ def _ssb_rows(cfg: RunConfig, model, tok, task: Task, out: Path, world: World) -
 def _world(cfg: RunConfig) -> World:
     """The data-parallel group this process runs in (size 1 outside torchrun), checked against the config."""
     d = cfg.train.distributed
-    world = init_world(d.backend, d.timeout_s, d.strategy)
+    world = init_world(d.backend, d.timeout_s, d.strategy,
+                       {"mixed_precision": d.mixed_precision, "cpu_offload": d.cpu_offload})
     check_world(cfg, world)
     return world
 
@@ -190,7 +191,7 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
             load_adapter(p.model, ckpt / "model")
         ref = None
         if needs_reference(cfg):
-            ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype))
+            ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype), device=p.device)
             ref = ref.to(p.device).eval().requires_grad_(False)
         c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
         state = load_checkpoint(ckpt, c.optimizer, c.scheduler, sharded_loader(c))
