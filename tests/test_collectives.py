@@ -17,7 +17,7 @@ from rlvr.distributed.world import collective_device
 
 ROOT = Path(__file__).resolve().parents[1]
 
-COLLECTIVES = {"all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+COLLECTIVES = {"all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter",
                "reduce_scatter_tensor", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "send",
                "recv", "isend", "irecv", "barrier", "monitored_barrier", "all_gather_object",
                "broadcast_object_list", "gather_object", "scatter_object_list", "batch_isend_irecv"}
@@ -45,7 +45,8 @@ except RuntimeError as e:
     print("direct:", e)
 world = World(0, 2, group=dist.group.WORLD)  # (as a rank of a larger group would see it)
 for name, call in [("sum", lambda: world.sum([1.0, 2.0])), ("all_reduce_", lambda: world.all_reduce_(torch.ones(3))),
-                   ("sync_params", lambda: world.sync_params(torch.nn.Linear(2, 2)))]:
+                   ("sync_params", lambda: world.sync_params(torch.nn.Linear(2, 2))),
+                   ("all_gather_flat", lambda: world.all_gather_flat(torch.ones(3)))]:
     try:
         print(name, "ok", call())
     except Exception as e:
@@ -64,7 +65,7 @@ def test_a_group_bound_to_cuda_gets_its_tensors_on_cuda():
     lines = out.stdout.splitlines()
     assert any(line.startswith("direct:") and "No backend type associated with device type cpu" in line
                for line in lines), out.stdout  # the failure a CPU tensor meets without the move
-    for name in ("sum", "all_reduce_", "sync_params"):
+    for name in ("sum", "all_reduce_", "sync_params", "all_gather_flat"):
         line = next(x for x in lines if x.startswith(name + " "))
         if torch.cuda.is_available():
             assert " ok " in line, line

@@ -187,3 +187,37 @@ def test_a_registered_rollout_strategy_wraps_training_rollouts_with_its_params(t
     finally:
         ROLLOUT_STRATEGIES.unregister("tagging")
     assert "tagging" not in ROLLOUT_STRATEGIES
+
+
+def test_fsdp_gathers_the_model_for_generation_only_when_a_layer_forwards_it():
+    """reads_trainer_weights: an engine with weights of its own (vLLM) under wrappers that only rewrite requests
+    needs no whole model on the trainer's ranks; the hf engine, a wrapper that runs the trainer's model (param
+    noise, ROSE, SpecRL...), or one that declares nothing, does."""
+    from types import SimpleNamespace
+
+    from rlvr.envs.multiturn import MultiTurnWrapper
+    from rlvr.rollout.contexts import ContextsWrapper
+    from rlvr.rollout.scaffold import ScaffoldWrapper
+    from rlvr.rollout.strategies.murphy import MurphyWrapper
+    from rlvr.rollout.wrappers import reads_trainer_weights
+
+    own = SimpleNamespace(forwards_trainer_model=False)  # as VLLMEngine declares
+
+    def wrap(cls, inner):
+        w = cls.__new__(cls)
+        w.inner = inner
+        return w
+
+    assert not reads_trainer_weights(own)
+    chain = own
+    for cls in (GuidanceWrapper, ContextsWrapper, ScaffoldWrapper, MultiTurnWrapper, MurphyWrapper):
+        chain = wrap(cls, chain)
+        assert not reads_trainer_weights(chain), cls.__name__
+    assert reads_trainer_weights(wrap(ParamNoiseWrapper, chain))  # perturbs the trainer's weights
+    undeclared = SimpleNamespace(inner=chain, name="mine")  # a user's wrapper that says nothing
+    assert reads_trainer_weights(undeclared)
+    model = build_tiny_model(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1), char_tokenizer())
+    assert reads_trainer_weights(HFEngine(model, char_tokenizer()))
+    from rlvr.engines.vllm import VLLMEngine
+
+    assert VLLMEngine.forwards_trainer_model is False

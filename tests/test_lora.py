@@ -144,3 +144,27 @@ def test_lora_learns_on_the_demo_task_with_a_fraction_of_the_optimizer_state(tmp
     assert s["trainable_params"] < 0.2 * base
     # AdamW: exp_avg and exp_avg_sq (float32) per trainable parameter, plus a step counter per tensor
     assert 8 * s["trainable_params"] <= s["optimizer_state_bytes"] < 8 * s["trainable_params"] + 4096
+
+
+def test_merged_weights_stream_one_at_a_time(monkeypatch):
+    """What an inference engine reads (rlvr.models.lora.inference_weights): the merged weights of
+    inference_state_dict, each merged only when the stream reaches it (never a merged copy of the model)."""
+    import rlvr.models.lora as lora
+
+    model = build_tiny_model(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=2), char_tokenizer(), seed=0)
+    apply_lora(model, LoRAConfig(rank=4))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_()  # B = 0 at initialisation would merge to W itself
+    whole = inference_state_dict(model)
+    merges = []
+    real = lora._merged
+    monkeypatch.setattr(lora, "_merged", lambda mod: merges.append(1) or real(mod))
+    stream = lora.inference_weights(model)
+    seen = 0
+    for name, t in stream:
+        seen += 1
+        assert torch.equal(t, whole[name]), name
+        assert len(merges) <= seen  # nothing merged ahead of the stream
+    assert seen == len(whole) and len(merges) == 2 * 7  # every adapted weight of both layers, once

@@ -20,13 +20,14 @@ load to the loading world size).
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 
 __all__ = ["shard", "full_weights", "full_state_dict", "save_optimizer", "load_optimizer", "local_value",
-           "gather_into", "scatter_from"]
+           "gather_into", "scatter_from", "streamed_weights"]
 
 
 def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -35,15 +36,19 @@ def _units(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def shard(wrapper: torch.nn.Module, group=None, mixed_precision: str | None = None,
-          cpu_offload: bool = False) -> torch.nn.Module:
+          cpu_offload: bool = False, device: torch.device | str | None = None) -> torch.nn.Module:
     """Shard ``wrapper`` (a :class:`CompletionLogprobs`) in place: decoder layers, then the root. With
     ``mixed_precision`` (``"bfloat16"``) each unit is all-gathered and computed in that dtype and its gradients
     reduced in float32, while the shards and the optimizer state keep the parameters' own dtype; with
-    ``cpu_offload`` the shards, their gradients and the optimizer state live in host memory between uses."""
+    ``cpu_offload`` the shards, their gradients and the optimizer state live in host memory between uses.
+
+    ``device``: where the shards live (default: where the parameters are). A model still in host memory is
+    sharded before it is placed: FSDP2 moves each unit to the mesh's device as it shards it, so the device
+    holds one whole layer at a time, never the whole model."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
-    dev = next(wrapper.parameters()).device
+    dev = torch.device(device) if device is not None else next(wrapper.parameters()).device
     mesh = init_device_mesh(dev.type, (torch.distributed.get_world_size(group),))
     policies = {"mp_policy": MixedPrecisionPolicy(param_dtype=getattr(torch, mixed_precision),
                                                   reduce_dtype=torch.float32) if mixed_precision
@@ -75,6 +80,64 @@ def full_weights(root: torch.nn.Module) -> Iterator[None]:
         for m in mods:
             m.reshard()
             m.set_reshard_after_forward(True, recurse=False)
+
+
+def _dim0_sharded(t: Any) -> bool:
+    """A DTensor sharded along dim 0 over a 1-D mesh (how FSDP2 shards every parameter)."""
+    from torch.distributed.tensor import Shard
+
+    return (t.device_mesh.ndim == 1 and len(t.placements) == 1 and isinstance(t.placements[0], Shard)
+            and t.placements[0].dim == 0 and t.dim() > 0)
+
+
+def streamed_weights(named: Iterable[tuple[str, torch.Tensor]], world: Any, dtype: torch.dtype | None = None,
+                     bucket_bytes: int = 512 * 2**20) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, whole tensor)`` for every ``(name, tensor)`` of ``named`` whose FSDP shards every rank holds: the
+    shards are cast to ``dtype`` (the inference engine's: half the bytes of float32 master weights in bfloat16)
+    and gathered in buckets of about ``bucket_bytes`` (one all-gather per bucket, not per tensor; a larger
+    tensor is a bucket of its own), so a rank holds one bucket of whole tensors at a time, never the whole model.
+    Plain tensors pass through (cast). A collective over ``world`` (the shards' mesh group,
+    :func:`rlvr.distributed.world.mesh_world`): every rank consumes the stream to its end, together.
+
+    FSDP2 splits dim 0 as ``torch.chunk`` does: rank ``r`` holds rows ``[r c, min((r + 1) c, d0))`` with
+    ``c = ceil(d0 / N)`` (possibly none). Each rank pads its rows to ``c``, so the gathered ``[N, c, ...]``
+    buffer is the whole tensor padded at its end."""
+    bucket: list[tuple[str, torch.Tensor, int, tuple[int, ...]]] = []  # name, padded local rows, d0, trailing shape
+    size = 0
+
+    def flush() -> Iterator[tuple[str, torch.Tensor]]:
+        nonlocal size
+        if not bucket:
+            return
+        flat = torch.cat([x.reshape(-1) for _, x, _, _ in bucket])
+        gathered = world.all_gather_flat(flat)  # [N, bucket elements]
+        off = 0
+        for name, x, d0, rest in bucket:
+            n = x.numel()
+            whole = gathered[:, off:off + n].reshape(world.size * x.shape[0], *rest)[:d0]
+            off += n
+            yield name, whole
+        bucket.clear()
+        size = 0
+
+    for name, t in named:
+        if not (hasattr(t, "full_tensor") and _dim0_sharded(t)):
+            yield from flush()
+            whole = t.full_tensor() if hasattr(t, "full_tensor") else t  # (another layout: gathered on its own)
+            yield name, whole.detach().to(dtype) if dtype is not None else whole.detach()
+            continue
+        local = t.to_local().detach()
+        local = local.to(dtype) if dtype is not None else local
+        d0, rest = t.shape[0], tuple(t.shape[1:])
+        rows = math.ceil(d0 / world.size)
+        if local.shape[0] < rows:  # the last ranks' shards are short (or empty): pad to the chunk
+            local = torch.cat([local, local.new_zeros((rows - local.shape[0], *rest))])
+        nbytes = local.numel() * local.element_size() * world.size
+        if bucket and size + nbytes > bucket_bytes:
+            yield from flush()
+        bucket.append((name, local, d0, rest))
+        size += nbytes
+    yield from flush()
 
 
 def gather_into(whole: torch.nn.Module, sharded: torch.nn.Module) -> None:

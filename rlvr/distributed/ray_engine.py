@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
-from rlvr.engines.base import ENGINES
+from rlvr.engines.base import ENGINES, EngineMemory, MemoryQuery, memory_rule
 
 __all__ = ["RayConfig", "RayEngine", "RayPool", "require_ray", "SEED_STRIDE"]
 
@@ -124,6 +124,12 @@ def _cpu_copy(model):
 
     dev = next(model.parameters()).device
     return copy.deepcopy(model).to("cpu") if dev.type != "cpu" else model
+
+
+@memory_rule("ray")
+def _ray_memory(q: MemoryQuery) -> EngineMemory:
+    """The rollout workers generate on devices of their own: nothing on the trainer's."""
+    return EngineMemory(0.0, 0.0, "Ray workers: on their own devices (plan them as a one-device run)")
 
 
 @ENGINES.register("ray")

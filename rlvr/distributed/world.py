@@ -107,6 +107,22 @@ class World:
         dist.all_gather_object(out, obj, group=self.group)
         return out
 
+    def all_gather_flat(self, t: torch.Tensor) -> torch.Tensor:
+        """Every rank's 1-D ``t`` (the same length on every rank) stacked in rank order, ``[size, len(t)]``, on
+        ``t``'s device: one collective however many tensors ``t`` packs (:func:`rlvr.distributed.fsdp.
+        streamed_weights`)."""
+        if not self.distributed:
+            return t.reshape(1, -1)
+        import torch.distributed as dist
+
+        where = self.backend_device(t.device)
+        x = t if where == t.device else t.to(where)
+        out = torch.empty(self.size * x.numel(), dtype=x.dtype, device=where)  # (gloo takes the flat form only)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # (renamed in torch 2.12)
+        gather(out, x.contiguous(), group=self.group)
+        out = out.view(self.size, x.numel())
+        return out if where == t.device else out.to(t.device)
+
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's ``obj`` on every rank."""
         if not self.distributed:
@@ -226,16 +242,17 @@ class World:
         return out
 
     # --- the update ----------------------------------------------------------------------------------------
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+    def wrap(self, model: torch.nn.Module, device: torch.device | str | None = None) -> torch.nn.Module:
         """The module the update runs forward and backward through (a :class:`CompletionLogprobs`): DDP
         over it (its construction broadcasts rank 0's weights, so every rank starts equal), or with
-        ``fsdp`` sharded in place (:func:`rlvr.distributed.fsdp.shard`; build the optimizer after), else itself."""
+        ``fsdp`` sharded in place (:func:`rlvr.distributed.fsdp.shard`; build the optimizer after), else itself.
+        ``device``: FSDP's shards go there, one unit at a time (the model may still be in host memory)."""
         if not self.distributed or not any(p.requires_grad for p in model.parameters()):
-            return model
+            return model if device is None else model.to(device)
         if self.sharded:
             from rlvr.distributed.fsdp import shard
 
-            return shard(model, self.group, **self.fsdp)
+            return shard(model, self.group, device=device, **self.fsdp)
         import inspect
 
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -266,6 +283,12 @@ class World:
 
             return full_weights(module)
         return contextlib.nullcontext()
+
+
+def mesh_world(mesh: Any) -> World:
+    """The :class:`World` of a device mesh's group (FSDP2's shards): the gateway its collectives go through."""
+    return World(rank=mesh.get_local_rank(), size=mesh.size(), local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+                 group=mesh.get_group())
 
 
 def check_world(cfg: Any, world: World) -> None:

@@ -26,7 +26,7 @@ from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segme
 from rlvr.core.vision import BatchVision, VisionInputs
 from rlvr.lazy import F, no_grad, torch, transformers
 from rlvr.models.vision import SUPPRESSED_LOGIT, suppressed_tokens, vision_forward_kwargs
-from rlvr.engines.base import ENGINES, seeded_sampling
+from rlvr.engines.base import ENGINES, local_cache_memory, memory_rule, seeded_sampling
 from rlvr.models.prompts import encode_example
 
 __all__ = ["HFEngine", "BehaviourLogprobs"]
@@ -190,6 +190,9 @@ def _cut_at_stop_string(tokenizer, toks: list[int], stops: Sequence[str], reason
         if any(s in tokenizer.decode(toks[:j], skip_special_tokens=True) for s in stops):
             return toks[:j], "stop"
     return toks, reason
+
+
+memory_rule("hf")(local_cache_memory)
 
 
 @ENGINES.register("hf")

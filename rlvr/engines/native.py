@@ -37,7 +37,7 @@ from typing import Sequence
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams
 from rlvr.lazy import F, torch, transformers
-from rlvr.engines.base import ENGINES, seeded_sampling
+from rlvr.engines.base import ENGINES, local_cache_memory, memory_rule, seeded_sampling
 from rlvr.models.prompts import encode_prompt
 from rlvr.engines.hf import HFEngine
 
@@ -196,6 +196,9 @@ def build_native_engine(model, tokenizer, batch_size: int = 256, chat_template: 
         raise ValueError(f"rollout.engine=native cannot decode this model: {reason}")
     log.warning("rollout.engine=native: %s; generating with the hf engine instead", reason)
     return HFEngine(model, tokenizer, batch_size=batch_size, chat_template=chat_template)
+
+
+memory_rule("native")(local_cache_memory)
 
 
 @ENGINES.register("native")

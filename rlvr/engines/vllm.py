@@ -33,8 +33,10 @@ worker lives in the calling process (one per rank under ``torchrun``) and weight
   the process group torchrun started (vLLM's external launcher builds its groups on it), and generates its
   own share of the groups. With DDP each rank pushes its own replica's weights, as in one process. With
   FSDP a rank holds a shard: ``sync_weights`` (called by every rank after each optimizer step) and the
-  engine's construction gather the full weights one tensor at a time as vLLM reads them, a collective every
-  rank enters together, so a rank's own ``generate`` (rank 0's evaluation) never needs one; sleep mode then
+  engine's construction gather the whole weights in buckets (``sync_bucket_mb``, in the engine's dtype;
+  :func:`rlvr.distributed.fsdp.streamed_weights`) as vLLM reads them, a collective every rank enters
+  together, so a rank's own ``generate`` (rank 0's evaluation) never needs one, and the trainer never holds
+  a whole copy for generation (the loop gathers none for an engine with weights of its own); sleep mode then
   keeps the weights in host memory (level 1).
 - **Views** (asynchronous training): ``view(model)`` is the same vLLM engine generating from another copy of
   the weights (the producer's snapshot, :mod:`rlvr.distributed.async_rollouts`), so one process never starts a second
@@ -58,9 +60,9 @@ from typing import Sequence
 
 from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Segment
 from rlvr.lazy import torch
-from rlvr.models.lora import inference_state_dict
+from rlvr.models.lora import inference_weights
 from rlvr.models.vision import save_tokenizer, suppressed_tokens, vision_of
-from rlvr.engines.base import ENGINES
+from rlvr.engines.base import ENGINES, EngineMemory, MemoryQuery, memory_rule
 from rlvr.models.prompts import encode_example
 from rlvr.engines.hf import _cut_at_stop_string
 from rlvr.engines.vllm_config import VLLMConfig
@@ -78,11 +80,6 @@ INSTALL_HINT = ("install vLLM: `pip install 'rlvr[vllm]'` on a GPU machine, or `
 def _sharded(model) -> bool:
     """Whether ``model``'s parameters are FSDP2 shards (DTensors) rather than whole tensors."""
     return any(hasattr(p, "full_tensor") for p in model.parameters())
-
-
-def _full(t):
-    """A DTensor's whole value (an all-gather: every rank takes part), or ``t`` itself."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 class VLLMUnavailable(RuntimeError):
@@ -125,6 +122,7 @@ class VLLMEngine:
     """Sampling through a colocated ``vllm.LLM`` (see the module docstring)."""
 
     supports_images = True  # a Qwen2-VL-family model's image prompts (rlvr.engines.vllm_vision)
+    forwards_trainer_model = False  # its own copy of the weights, pushed in sync_weights
 
     def __init__(self, model, tokenizer, batch_size: int = 256, chat_template: bool = False,
                  settings: VLLMConfig | None = None, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0):
@@ -150,6 +148,7 @@ class VLLMEngine:
             raise VLLMUnavailable("rollout.vllm.sleep_mode needs a GPU (vLLM's sleep mode frees CUDA memory); "
                                   "set rollout.vllm.sleep_mode=false on CPU")
         dtype = settings.dtype if settings.dtype != "auto" else str(next(model.parameters()).dtype).split(".")[-1]
+        self.dtype = getattr(torch, dtype)  # what vLLM computes in: the weights travel to it in this dtype
         mode = logprobs_mode(temperature, top_p)
         if top_p < 1.0 and temperature != 1.0:
             log.warning("rollout.engine=vllm with top_p=%g and temperature=%g: vLLM's behaviour log-probs are those "
@@ -217,8 +216,17 @@ class VLLMEngine:
             if shared.asleep:
                 _release_cached_memory()
                 self.llm.wake_up(tags=["weights"])
-            # LoRA merged; an FSDP shard gathered one tensor at a time as vLLM reads it (every rank in this order)
-            weights = ((name, _full(t).detach()) for name, t in inference_state_dict(self.model).items())
+            # LoRA merged one weight at a time; FSDP shards gathered in buckets, in the engine's dtype, as vLLM
+            # reads them (every rank in this order): one bucket of whole tensors at a time, never the whole model
+            weights = inference_weights(self.model)
+            if _sharded(self.model):
+                from rlvr.distributed.fsdp import streamed_weights  # (torch at import: loaded when used)
+                from rlvr.distributed.world import mesh_world
+
+                mesh = next(p.device_mesh for p in self.model.parameters() if hasattr(p, "device_mesh"))
+                weights = streamed_weights(weights, mesh_world(mesh), self.dtype, self.settings.sync_bucket_mb * 2**20)
+            else:
+                weights = ((name, t.detach()) for name, t in weights)
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
             if shared.asleep:
                 self.llm.wake_up(tags=["kv_cache"])
@@ -317,6 +325,26 @@ class VLLMEngine:
             self.close()
         except Exception:
             pass
+
+
+@memory_rule("vllm")
+def _vllm_memory(q: MemoryQuery) -> EngineMemory:
+    """On a GPU, vLLM takes ``gpu_memory_utilization`` of the card for its weights and KV cache, freed during the
+    update with sleep mode; on the CPU, its own copy of the weights (and the reload's), ``kv_cache_gib`` and its
+    runtime, held throughout. It never
+    reads the trainer's model (no whole copy under FSDP); a sharded trainer sends it one bucket at a time."""
+    v = q.rollout.vllm
+    bucket = v.sync_bucket_mb * 2**20 if q.sharded else 0.0  # FSDP: one bucket of whole tensors while syncing
+    if q.device == "cuda":
+        share = v.gpu_memory_utilization * q.card_bytes
+        return EngineMemory(0.0 if v.sleep_mode else share, share + bucket, f"vLLM: {v.gpu_memory_utilization:.0%} "
+                            "of the card" + (", asleep during the update" if v.sleep_mode else "")
+                            + (f", + a {v.sync_bucket_mb} MB sync bucket" if bucket else ""), trainer_weights=False)
+    # on the CPU (fitted on 47M- and 494M-parameter models, benchmarks/plan_memory.py): its weights, about as much
+    # again while a sync reloads them, a quarter more for its buffers, the KV cache, and 0.45 GiB of runtime
+    held = 2.25 * q.shape.params * q.bytes_per_value + v.kv_cache_gib * 2**30 + 0.45 * 2**30
+    return EngineMemory(held, held + bucket, f"vLLM: its weights (x 2.25 with reloads and buffers) + a "
+                        f"{v.kv_cache_gib:g} GiB KV cache + runtime", trainer_weights=False)
 
 
 @ENGINES.register("vllm")

@@ -32,5 +32,7 @@ class VLLMConfig(BaseModel):
         "auto", description="engine precision (auto: the trainer's parameter dtype, so log-probs match)")
     enforce_eager: bool | None = Field(None, description="skip CUDA graphs and torch.compile (default: eager on "
                                        "CPU, where compiling costs minutes, vLLM's default on GPU)")
+    sync_bucket_mb: int = Field(512, gt=0, description="FSDP: the weights reach the engine in buckets of about "
+                                "this many MB of whole tensors (one all-gather per bucket, in the engine's dtype)")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="further keyword arguments for "
                                         "vllm.LLM (they override the settings above)")

@@ -146,6 +146,7 @@ class MultiTurnWrapper:
     """Wraps an engine; every completion is an episode of ``env_factory()`` environments."""
 
     name = "multiturn"
+    forwards_trainer_model = False  # it rewrites requests; the engine underneath generates
 
     def __init__(self, inner: Any, tokenizer, env_factory: Callable[[], Environment], max_turns: int = 4,
                  max_tokens: int | None = None, turn_tokens: int | None = None, step_timeout_s: float | None = 30.0,

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from rlvr.lazy import no_grad, torch
 from rlvr.models.config import LoRAConfig
 
-__all__ = ["LoRAConfig", "apply_lora", "has_lora", "side_trunk", "inference_state_dict", "save_adapter", "load_adapter",
+__all__ = ["LoRAConfig", "apply_lora", "has_lora", "side_trunk", "inference_state_dict", "inference_weights", "save_adapter", "load_adapter",
            "merged_copy", "is_adapter_dir", "LoRAError"]
 
 ADAPTER_FILE, CONFIG_FILE = "adapter_model.safetensors", "adapter_config.json"
@@ -84,29 +84,42 @@ def _lora_layers(model: torch.nn.Module):
     return [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
 
 
-@no_grad
-def inference_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The model's weights as a plain model has them: with adapters, each adapted ``W`` merged
-    (``W + scaling B A``, out of place) under its base name, the adapter tensors dropped."""
+def inference_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` of the model's weights as a plain model has them, one at a time: with adapters, each
+    adapted ``W`` merged (``W + scaling B A``, out of place) under its base name only when its turn comes, so
+    streaming them (into an inference engine) holds one merged weight at a time, not a merged copy of the
+    model; the adapter tensors are dropped."""
     state = model.state_dict()
     if not has_lora(model):
-        return state
-    merged: dict[str, torch.Tensor] = {}
-    for name, mod in _lora_layers(model):
-        w = mod.base_layer.weight
-        delta = torch.zeros_like(w)
-        for key in mod.active_adapters:
-            if key in mod.lora_A:
-                a, b = mod.lora_A[key].weight, mod.lora_B[key].weight
-                delta += (b @ a).to(w.dtype) * mod.scaling[key]
-        merged[f"{name}.weight"] = w + delta
-    out = {}
+        yield from state.items()
+        return
+    layers = dict(_lora_layers(model))
     for key, value in state.items():
         if "lora_" in key:
             continue
         plain = key.replace(".base_layer.", ".")
-        out[plain] = merged.get(plain, value)
-    return out
+        owner = plain.removesuffix(".weight")
+        if plain.endswith(".weight") and owner in layers and ".base_layer." in key:
+            with torch.no_grad():
+                yield plain, _merged(layers[owner])
+        else:
+            yield plain, value
+
+
+def _merged(mod) -> torch.Tensor:
+    w = mod.base_layer.weight
+    delta = torch.zeros_like(w)
+    for key in mod.active_adapters:
+        if key in mod.lora_A:
+            a, b = mod.lora_A[key].weight, mod.lora_B[key].weight
+            delta += (b @ a).to(w.dtype) * mod.scaling[key]
+    return w + delta
+
+
+@no_grad
+def inference_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's weights as a plain model has them (:func:`inference_weights`), as one dict."""
+    return dict(inference_weights(model))
 
 
 def save_adapter(model: torch.nn.Module, directory: str | Path, state: dict[str, torch.Tensor] | None = None) -> None:

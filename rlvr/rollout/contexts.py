@@ -109,6 +109,7 @@ class ContextsWrapper:
     """Wraps an engine; splits each request's completions over the example's contexts."""
 
     name = "contexts"
+    forwards_trainer_model = False  # it rewrites requests; the engine underneath generates
 
     def __init__(self, inner: Any, tokenizer, cfg: ContextsConfig, chat_template: bool = False):
         self.inner, self.tokenizer, self.cfg, self.chat_template = inner, tokenizer, cfg, chat_template

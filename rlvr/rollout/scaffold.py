@@ -93,6 +93,7 @@ class ScaffoldWrapper:
     """Wraps an engine; prompts of problems the model fails get their first ``depth`` sub-questions."""
 
     name = "scaffold"
+    forwards_trainer_model = False  # it rewrites requests; the engine underneath generates
 
     def __init__(self, inner: Any, cfg: ScaffoldConfig):
         self.inner, self.cfg = inner, cfg

@@ -28,7 +28,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 __all__ = ["ENGINE_WRAPPERS", "EngineWrapper", "WrapperEntry", "WrapperRegistry", "wrap_engine", "wrapper_chain",
            "without_image_support", "base_engine", "engine_state", "load_engine_state", "engine_metrics", "generate_parts", "as_subclass",
            "bind_stats", "bind_task", "observe_scores", "collect_sft_rows",
-           "save_engine_files", "load_engine_files"]
+           "save_engine_files", "load_engine_files", "reads_trainer_weights"]
 
 # (engine, model, tokenizer, rollout config, chat_template) -> the wrapped engine, or None when it does not apply
 Build = Callable[[Any, Any, Any, Any, bool], Any]
@@ -128,6 +128,14 @@ def without_image_support(engine: Any) -> list[str]:
     if not getattr(base, "supports_images", False):
         names.append(f"engine {type(base).__name__}")
     return names
+
+
+def reads_trainer_weights(engine: Any) -> bool:
+    """Whether generating with ``engine`` runs forwards of the trainer's own model: then an FSDP run gathers the
+    whole model on every rank while it generates. An engine or wrapper that never does (vLLM holds weights of
+    its own; a wrapper that only rewrites requests) declares ``forwards_trainer_model = False``; one that says
+    nothing is taken to read them."""
+    return any(getattr(x, "forwards_trainer_model", True) for x in [*wrapper_chain(engine), base_engine(engine)])
 
 
 def base_engine(engine: Any) -> Any:

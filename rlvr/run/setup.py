@@ -86,7 +86,8 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
             model_cfg: ModelConfig | None = None, check_scoring: bool = True, world: World | None = None) -> Prepared:
     """Seed, check, load and fit: the model and tokenizer (given, or from ``model_cfg`` / ``cfg.model``),
     the task (given, or built from ``cfg.task``) with its prompts checked against the model's context.
-    In a distributed run each rank gets its own GPU and a share of the CPU threads."""
+    In a distributed run each rank gets its own GPU and a share of the CPU threads; under FSDP the model stays
+    in host memory, to be sharded before it is placed (:func:`build_components`)."""
     check_packages(cfg)
     check_pair_files(cfg)
     world = world or World()
@@ -111,7 +112,8 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
         _say(report.summary())
     if check_scoring and "train" in task.splits:
         check_verifier(task, task.examples("train"))
-    return Prepared(model.to(device), tokenizer, task, device, report, threads)
+    # FSDP shards the policy before it is placed (rlvr.distributed.fsdp.shard): it stays in host memory until then
+    return Prepared(model if world.sharded else model.to(device), tokenizer, task, device, report, threads)
 
 
 def build_engine(cfg: RunConfig, model, tok, batch_size: int, training: bool = False, engine=None):
@@ -208,17 +210,20 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     (``world``) the update runs through DDP, whose construction gives every rank rank 0's weights."""
     world = world or World()
     device = torch.device(device)
-    model = apply_lora(model, cfg.model.lora).to(device)  # adapters only train (a no-op without model.lora)
+    model = apply_lora(model, cfg.model.lora)  # adapters only train (a no-op without model.lora)
+    if not world.sharded:  # (FSDP places the policy's shards as it shards it, below)
+        model = model.to(device)
     use_shared_prefix(cfg, model, ref_model)
     # FSDP shards the policy in place next: what needs it whole takes its copy first -- the asynchronous
     # producer's snapshot, the copy interleaved SFT phases train, the source of the critic's and the
     # discriminator's trunks
-    snapshot = rollout_copy(model) if world.sharded and wants_async(cfg) else None
-    whole = copy.deepcopy(model) if world.sharded and cfg.sft.interleave_every else None
+    snapshot = rollout_copy(model).to(device) if world.sharded and wants_async(cfg) else None
+    whole = copy.deepcopy(model).to(device) if world.sharded and cfg.sft.interleave_every else None
     side = model
     if world.sharded and (cfg.algorithm.critic.heads or cfg.algorithm.discriminator.enabled):
-        side = whole if whole is not None else copy.deepcopy(model)
-    update_module = world.wrap(CompletionLogprobs(model)) if world.distributed else None  # before the optimizer
+        side = whole if whole is not None else copy.deepcopy(model).to(device)
+    # before the optimizer; FSDP: sharded, then placed
+    update_module = world.wrap(CompletionLogprobs(model), device) if world.distributed else None
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
     opt, sched = _optimizer(cfg, model)

@@ -31,6 +31,7 @@ from rlvr.run.logging import NullDisplay, ProgressDisplay
 from rlvr.run.rl_phase import _eval_at, _run_rl, _stateful, load_state, run_eval, sharded_loader
 from rlvr.run.rundir import lock_run_dir, make_run_dir, run_dir_path
 from rlvr.run.setup import build_components, build_engine, build_task, pick_device, prepare, seed_everything
+from rlvr.sft.sharded import sft_sharded
 from rlvr.sft.supervised import sft
 from rlvr.sft.ssb import curate, distill, write_rows
 
@@ -47,14 +48,18 @@ def _sft_examples(task: Task):
     return task.examples("sft" if "sft" in task.splits else "train")
 
 
-def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: World | None = None) -> dict[str, Any]:
+def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: World | None = None,
+               device: Any = "cpu") -> dict[str, Any]:
     """SFT with progress; Ctrl-C or SIGTERM finishes the SFT step, saves the model to ``save_to`` and raises
-    ``KeyboardInterrupt`` saying where it is and how to continue from it."""
+    ``KeyboardInterrupt`` saying where it is and how to continue from it. Under FSDP the plain SFT warm-up runs
+    sharded on ``device`` (:mod:`rlvr.sft.sharded`); SSB's curation and distillation run on a whole copy on
+    every rank, placed on ``device`` for the phase."""
     t0 = time.perf_counter()
     world = world or World()
     extra: dict[str, Any] = {}
     s = cfg.sft
     if s.method == "ssb":  # curate the model's own robust solutions, then distil them (rlvr.sft.ssb)
+        model = model.to(device)  # (FSDP: the policy is still in host memory; back there after the phase)
         rows = _ssb_rows(cfg, model, tok, task, save_to.parent, world)
         extra["ssb_rows"] = len(rows)
         train_fn = partial(distill, model, tok, rows, s.ssb)
@@ -66,13 +71,16 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
                                  "rollout.contexts.num_contexts")
             examples = examples + [e for ex in examples for e in context_examples(ex, cfg.rollout.contexts)]
         train_fn = partial(sft, model, tok, examples)
+        if world.sharded:  # data-parallel on shards (rlvr.sft.sharded); the ranks must stop at the same step
+            train_fn = partial(sft_sharded, model, tok, examples, world=world, device=device)
     bar = ProgressDisplay("SFT", s.steps, every=50) if world.main else NullDisplay()
     with deferred_interrupt("this SFT step") as interrupted:
+        asked = (lambda: world.any(interrupted()) is not None) if world.sharded and s.method != "ssb" else \
+            (lambda: interrupted() is not None)
         try:
             losses = train_fn(s.steps, s.batch_size, s.lr, s.warmup_steps, seed=cfg.seed,
                               chat_template=cfg.model.chat_template, micro_batch_size=cfg.train.micro_batch_size,
-                              on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"),
-                              stop=lambda: interrupted() is not None)
+                              on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"), stop=asked)
         finally:
             bar.close()
         stop = world.any(interrupted())  # a signal on any rank stops every rank; rank 0 saves its model
@@ -86,6 +94,8 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
                 f"{stop} during SFT after step {len(losses)} of {cfg.sft.steps}; the partly trained model "
                 f"is saved in {save_to}. Continue from it with --set model.path={save_to} "
                 f"--set sft.steps={cfg.sft.steps - len(losses)}")
+    if world.sharded and s.method == "ssb":
+        model.to("cpu")
     return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": losses[-1] if losses else None,
             "sft_steps": len(losses), **extra}
 
@@ -137,15 +147,15 @@ def train(cfg: RunConfig, model=None, tokenizer=None, task: Task | None = None) 
         out = Path(cfg.out)
         p = prepare(cfg, model, tokenizer, task, world=world)
         extra: dict[str, Any] = {"prompts": p.prompts.splits}
-        if cfg.sft.steps:  # replicated on every rank
-            extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out / "sft_model", world))
+        if cfg.sft.steps:  # replicated on every rank (FSDP: data-parallel on shards)
+            extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out / "sft_model", world, p.device))
         world.sync_params(p.model)  # rank 0's weights on every rank (before the reference copy)
         ref = None
         if needs_reference(cfg):
             if world.main:
                 p.model.save_pretrained(out / "reference", safe_serialization=True)
                 save_tokenizer(p.tokenizer, out / "reference")
-            ref = copy.deepcopy(p.model).eval().requires_grad_(False)
+            ref = copy.deepcopy(p.model).to(p.device).eval().requires_grad_(False)
         if cfg.model.lora.rank and world.main:  # the frozen base, once: checkpoints then hold the adapter only
             p.model.save_pretrained(out / "lora_base", safe_serialization=True)
             save_tokenizer(p.tokenizer, out / "lora_base")

@@ -186,6 +186,7 @@ class MurphyWrapper:
     """Wraps an engine; grows a feedback-conditioned refinement tree per request and returns its sibling sets."""
 
     name = "strategy"
+    forwards_trainer_model = False  # it rewrites requests; the engine underneath generates
     supports_images = True  # every request it sends keeps its example, so its images
 
     def __init__(self, inner: Any, tokenizer, params: MurphyParams):
