@@ -84,6 +84,14 @@ def tolerance(step: int, lr: float = 0.02) -> float:
     return 2 * step * lr * PARTS * 2**-24 * KAPPA
 
 
+# Under FSDP the SFT warm-up is data-parallel on shards (rlvr.sft.sharded) and equals the one-process warm-up only
+# to float rounding (its own test below bounds it). Where a side model is copied from the warmed-up policy (the
+# critic's and the discriminator's trunks), that rounding reaches the advantages, and Adam at lr 0.02 then moves
+# the policy by ~1e-4 (measured: 8.5e-5 at step 2 for the critic). These tests compare the RL phase, so both
+# runs start it from the same weights: no warm-up.
+SAME_START = ["--set", "sft.steps=0"]
+
+
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
@@ -148,6 +156,39 @@ def test_an_sft_phase_under_fsdp_leaves_the_shards_of_the_one_process_phase():
 
 
 @pytest.mark.distributed
+def test_the_sft_warm_up_under_fsdp_trains_on_shards_like_one_process():
+    """rlvr.sft.sharded: each rank trains on its share of every step's rows through FSDP2 (rank 0: three rows in
+    two micro-batches, rank 1: two rows and a weight-0 one); one step's gradients equal the one-process step's
+    (rtol 1e-4; Adam and clipping would hide a wrong constant scale, so the gradients are compared before the
+    optimizer), the losses agree, and after 4 steps the weights agree within float rounding (tests/
+    dist_sft_sharded.py). The bound is tolerance()'s arithmetic with 4 parts and kappa 2^12: the one-process run
+    sums micro-batches of other shapes (2 + 2 + 1 rows against 2 + 1 and 2 + 0), which CPU kernels round
+    differently. Measured: 2.9e-5 (one element of a gate projection; every other under 3.3e-6); leaving a rank's
+    rows out fails the loss check, and a wrong gradient scale the gradient check."""
+    steps, lr = 4, 0.01
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(ROOT / "tests" / "dist_sft_sharded.py"), str(steps), str(lr)], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    ok(proc)
+    lines = sorted(line.split() for line in proc.stdout.splitlines() if line.startswith("ok"))
+    assert [x[1] for x in lines] == ["0", "1"], proc.stdout
+    bound = 2 * steps * lr * 4 * 2**-24 * 2**12
+    assert all(float(x[2]) <= bound for x in lines), (lines, bound)
+
+
+@pytest.mark.distributed
+def test_fsdp_shards_stream_whole_in_buckets_in_the_engines_dtype():
+    """What vLLM receives under FSDP (rlvr.distributed.fsdp.streamed_weights): every tensor whole and equal to its
+    ``full_tensor()`` bit for bit, cast to the engine's dtype, for shapes FSDP2 splits unevenly (an odd first
+    dimension, fewer rows than ranks, a vector), with one all-gather per bucket (tests/dist_streamed_weights.py)."""
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(ROOT / "tests" / "dist_streamed_weights.py")], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=240)
+    ok(proc)
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("ok")) == ["ok 0 5", "ok 1 5"]
+
+
+@pytest.mark.distributed
 def test_a_run_with_sft_phases_under_fsdp_trains_them(tmp_path):
     out = tmp_path / "run"
     ok(run(out, 2, "--set", "train.distributed.strategy=fsdp", "--set", "sft.interleave_every=2", "--set",
@@ -207,7 +248,7 @@ def test_a_critic_trains_alike_on_two_ranks(tmp_path, strategy):
     # ranks (16 rows in micro-batches of 6: rank 0 runs two, rank 1 one), gradients summed over ranks; with
     # FSDP the critic is a whole replica beside the sharded policy
     sets = ["--recipe", "ppo", "--set", "algorithm.critic.heads=2", "--set", "algorithm.critic.bootstrap=0.75",
-            "--set", "algorithm.critic.lr=0.001", "--set", f"train.distributed.strategy={strategy}"]
+            "--set", "algorithm.critic.lr=0.001", "--set", f"train.distributed.strategy={strategy}", *SAME_START]
     one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
     ok(run(one, 1, *sets))
     ok(run(two, 2, *sets))
@@ -255,7 +296,7 @@ def test_a_discriminator_trains_alike_on_two_ranks(tmp_path, strategy):
             "--set", "algorithm.discriminator.perception_tag=null", "--set", "algorithm.discriminator.lr=0.001",
             # scores of O(1), not the default initialisation's O(1e-3): the group normalisation divides the
             # scores' float rounding (which differs with how rows are batched) by their spread in the group
-            "--set", "algorithm.discriminator.init_std=1.0"]
+            "--set", "algorithm.discriminator.init_std=1.0", *SAME_START]
     one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
     ok(run(one, 1, *sets))
     ok(run(two, 2, *sets))
@@ -385,6 +426,27 @@ def test_rlvr_train_nproc_launches_torchrun(tmp_path):
     assert [m["step"] for m in metrics(out)] == [1, 2]
     assert json.loads((out / "summary.json").read_text())["world_size"] == 2
     assert proc.stdout.count("held-out accuracy before RL") == 1  # rank 0 alone prints the summary
+
+
+def test_a_bad_config_with_nproc_is_one_message_before_torchrun_starts(monkeypatch):
+    from typer.testing import CliRunner
+
+    import rlvr.cli.launch as launch
+    from rlvr.cli import app
+
+    started = []
+    def fake_launch(n, check=None):  # what launch_torchrun does before it starts torchrun
+        if check is not None:
+            check()
+        started.append(n)
+        return 0
+
+    monkeypatch.setattr(launch, "launch_torchrun", fake_launch)
+    r = CliRunner().invoke(app, ["train", "--nproc", "2", "--set", "optim.lr=-1"])
+    assert r.exit_code == 2 and "optim.lr" in r.output and "Traceback" not in r.output
+    assert started == []  # refused here, not once per rank
+    r = CliRunner().invoke(app, ["train", "--nproc", "2", "--set", "train.steps=1"])
+    assert r.exit_code == 0 and started == [2]
 
 
 def test_without_nproc_keeps_every_other_argument():

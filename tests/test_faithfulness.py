@@ -165,7 +165,7 @@ def test_vla_scenes_switch():
 def test_fgrpo_moves_lambda_by_dual_ascent_on_these_components():
     """Hand-worked oracle (eta 0.5, tau 0.9, lambda_0 0): batch means 0.8, 0.85, 0.95 -> lambda 0.05, 0.075, 0.05,
     with the batch's consistency scored by the checker from real completions."""
-    from rlvr.train.loop import _score_components
+    from rlvr.train.rewards import score_components as _score_components
 
     task = shapes_task(ShapesParams(num_train=20, num_eval=4, faithfulness=True))
     exs = task.examples("sft")

@@ -107,3 +107,47 @@ def test_default_task_keeps_scores_and_has_no_state():
                                                                     zip(ex, ["0", "x", "2", "3"])]
     assert task.state_dict() == {}
     task.load_state_dict({})
+
+
+def test_the_deadline_holds_with_one_worker_and_a_hang_does_not_block_the_next_call():
+    """scoring.workers=1 (the default) still runs under the deadline; the hung thread is left behind and the next
+    call scores on fresh threads at once."""
+    v = Slow()
+    task, ex = _task(v)
+    scorer = Scorer(task, workers=1, timeout_s=0.3)
+    t0 = time.perf_counter()
+    scores, stats = scorer.score_many(ex, ["0", "hang", "2", "3"])
+    assert time.perf_counter() - t0 < 2.0
+    assert scores[0].reward == 1.0 and scores[1].info["reason"] == "timeout"
+    assert stats["score/timeouts"] >= 1  # (those queued behind the hang on the one thread time out with it)
+    t1 = time.perf_counter()
+    again, stats2 = scorer.score_many(ex, ["0", "1", "2", "x"])
+    assert time.perf_counter() - t1 < 1.0 and stats2["score/timeouts"] == 0
+    assert [s.reward for s in again] == [1.0, 1.0, 1.0, 0.0]
+    v.release.set()
+    scorer.close()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("where", ["only", "second"])
+def test_a_non_finite_reward_stops_with_the_task_example_and_completion(bad, where):
+    """One verifier, or the second of two (the task's reward is their weighted sum; the message names the
+    component that is not finite)."""
+    from rlvr.tasks.scoring import ScoringError
+
+    class NonFinite(BaseVerifier):
+        name = "nonfinite"
+
+        def score(self, example, text):
+            return Score(bad if text == "odd" else 1.0, {"correct": 0.0})
+
+    v = NonFinite()
+    ex = [Example(f"e{i}", "q", str(i)) for i in range(4)]
+    verifiers = [WeightedVerifier(v)] if where == "only" else [WeightedVerifier(Slow()), WeightedVerifier(v, 0.5)]
+    task = Task("t", {"train": ex}, verifiers)
+    with pytest.raises(ScoringError) as e:
+        Scorer(task).score_many(ex, ["a", "b", "odd", "c"])
+    msg = str(e.value)
+    assert "'t'" in msg and "'e2'" in msg and "'odd'" in msg and "non-finite" in msg and "nonfinite=" in msg
+    scores, _ = Scorer(task).score_many(ex, ["a", "b", "c", "d"])  # finite rewards pass
+    assert all(s.reward == (1.0 if where == "only" else 0.5) for s in scores)

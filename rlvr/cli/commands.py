@@ -1,5 +1,5 @@
-"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config, defab, geosym, data,
-merge.
+"""The ``rlvr`` command line: train, sft, eval, compare, report, verify, recipes, config, plan, defab, geosym,
+data, merge.
 
 Start-up is kept fast: this module imports only typer and rich, and each command imports what it needs
 (torch, transformers and the component registries come with ``rlvr.config.run``), so ``rlvr --help``,
@@ -32,11 +32,13 @@ def _mount_subcommands() -> None:
     from rlvr.cli.data import app as data_app, merge
     from rlvr.cli.defab import app as defab_app
     from rlvr.cli.geosym import app as geosym_app
+    from rlvr.cli.plan import plan
 
     app.add_typer(defab_app, name="defab", help="DeFAb: defeasible-logic engine and abduction instances")
     app.add_typer(geosym_app, name="geosym", help="GeoSym: geometry problems with diagrams and exact symbolic answers")
     app.add_typer(data_app, name="data", help="data pipeline: dedup, benchmark-overlap removal, label re-verification")
     app.command("merge")(merge)
+    app.command("plan")(plan)
 
 
 _mount_subcommands()
@@ -105,7 +107,7 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
     if nproc is not None:
         from rlvr.cli.launch import launch_torchrun
 
-        raise typer.Exit(launch_torchrun(nproc))
+        raise typer.Exit(launch_torchrun(nproc, check=None if resume else lambda: _config(config, set_, out, seed, recipe)))
     from rlvr.config.run import ConfigError
     from rlvr.tasks.dataset import DataError
     from rlvr.run.train import resume as resume_run, train as train_run

@@ -29,6 +29,8 @@ __all__ = ["config_reference"]
 
 def _type_name(ann: Any) -> str:
     origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:  # (a marked type, such as a local path: the type itself)
+        return _type_name(args[0])
     if origin is typing.Literal:
         return "one of " + ", ".join(f"`{a}`" for a in args)
     if origin in (types.UnionType, typing.Union):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any, Callable
 
 __all__ = ["launch_torchrun", "without_nproc"]
 
@@ -27,7 +28,11 @@ def without_nproc(argv: list[str]) -> list[str]:
     return out
 
 
-def launch_torchrun(nproc: int, argv: list[str] | None = None) -> int:
+def launch_torchrun(nproc: int, argv: list[str] | None = None, check: Callable[[], Any] | None = None) -> int:
+    """Start ``nproc`` ranks of this command under torchrun; ``check()`` first (it raises or exits on a bad config,
+    so the error is said once, before any rank starts)."""
+    if check is not None:
+        check()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         print("error: --nproc inside a torchrun process; drop --nproc (torchrun already started the ranks)",
               file=sys.stderr)

@@ -33,3 +33,7 @@ class LoggingConfig(Section):
         "offline", description="W&B mode; offline writes RUN_DIR/wandb for a later `wandb sync`")
     wandb_entity: str | None = Field(None, description="W&B entity (team or user)")
     mlflow_tracking_uri: str | None = Field(None, description="MLflow tracking URI (default: RUN_DIR/mlruns)")
+    completions_every: int = Field(1, ge=0, description="every so many steps, a sample of the step's prompts, "
+                                   "completions, rewards and advantages goes to RUN_DIR/completions.jsonl and the "
+                                   "backends' tables (0: never)")
+    completions_per_step: int = Field(8, ge=1, description="rows in each sample (whole groups first)")

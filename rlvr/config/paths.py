@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["resolve_reward_specs"]
 
-_KEYS = ("verifier",)
+_KEYS = ("verifier", "fn")  # task.verifier, each task.rewards entry
 
 
 def _resolve(spec: str, base: Path) -> str:

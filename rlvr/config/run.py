@@ -30,6 +30,7 @@ from rlvr.config.overrides import apply_overrides, merge_configs
 from rlvr.config.plugins import import_plugins, read_config_file
 from rlvr.config.rollout import RolloutConfig
 from rlvr.config.scoring import ScoringConfig
+from rlvr.core.paths import resolve_local_paths
 from rlvr.config.train import SFTConfig, TrainConfig
 from rlvr.core import yaml_io
 from rlvr.engines.native_config import native_problems
@@ -205,7 +206,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                 base: dict[str, Any] | None = None, recipe: str | None = None) -> RunConfig:
     """Validate recipe, then YAML (or ``base``), then overrides into a frozen :class:`RunConfig`.
 
-    Raises :class:`ConfigError` naming every bad field.
+    Raises :class:`ConfigError` naming every bad field. Every field naming a local file or directory is made
+    absolute (:mod:`rlvr.core.paths`: beside the config file, else in the working directory), so the resolved
+    config finds the same files from any directory.
     """
     raw: dict[str, Any] = dict(base or {})
     if recipe is not None:
@@ -216,9 +219,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raw = merge_configs(raw, read_config_file(path))
     raw = apply_overrides(raw, overrides or [])
     try:
-        return RunConfig.model_validate(raw)
+        cfg = RunConfig.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(format_validation_error(RunConfig, e)) from None
+    # files and directories: beside the config file, else in the working directory, stored absolute
+    return resolve_local_paths(cfg, Path(path).resolve().parent if path is not None else None)
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr.core.paths import LocalPathStr
 __all__ = ["DynamicSamplingConfig", "OverlongConfig", "BeliefConfig", "CriticConfig", "EvalSearchConfig",
            "DiscriminatorConfig"]
 
@@ -77,7 +78,7 @@ class DiscriminatorConfig(_Section):
     reasoning expert, trained beside the policy to tell the demonstrations from the policy's responses."""
 
     enabled: bool = Field(False, description="train a discriminator (the prism advantage transform reads it)")
-    demos: str | None = Field(None, description="JSONL of demonstrations, {id, response} per line, matched to "
+    demos: LocalPathStr | None = Field(None, description="JSONL of demonstrations, {id, response} per line, matched to "
                                                 "examples by id (null: each example's reference target)")
     format: str | None = Field(PRISM_FORMAT, description="regex a well-formed response matches in full (DOTALL; "
                                                          "null: every response is well-formed)")
@@ -100,7 +101,7 @@ class EvalSearchConfig(_Section):
 
     name: Literal["none", "prm"] = Field("none", description="none: plain sampling; prm: keep, at every step, the "
                                                              "candidate the process reward model scores highest")
-    prm: str | None = Field(None, description="a checkpoint (or run directory) holding prm/ (default: the "
+    prm: LocalPathStr | None = Field(None, description="a checkpoint (or run directory) holding prm/ (default: the "
                                               "evaluated checkpoint's, when it has one)")
     candidates: int = Field(4, gt=0, description="next steps sampled per step")
     max_steps: int = Field(10, gt=0, description="steps before a search stops")

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr.core.paths import LocalPathStr
 __all__ = ["ModelConfig", "TinyModelConfig", "TinyVisionConfig", "LoRAConfig"]
 
 
@@ -56,7 +57,7 @@ class ModelConfig(BaseModel):
     """Which policy to train."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    path: str | None = Field(None, description="local Hugging Face model directory; unset builds the tiny model")
+    path: LocalPathStr | None = Field(None, description="local Hugging Face model directory; unset builds the tiny model")
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="tiny model size (no path)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="parameter dtype (auto: bfloat16 on a GPU that supports it, else float32)")

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr.core.paths import LocalPathStr
 from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
@@ -44,7 +45,7 @@ class GuidanceConfig(BaseModel):
     hint: str = Field(" {answer}\n", description="text appended to the prompt of guided rollouts ({answer}: "
                                                   "the gold answer, {target}: the reference solution)")
     demos: int = Field(0, ge=0, description="in-context demonstrations opening each guided prompt (ICPO: 1; 0: none)")
-    demo_path: str | None = Field(None, description="JSONL of demonstrations (prompt, target/solution/answer); "
+    demo_path: LocalPathStr | None = Field(None, description="JSONL of demonstrations (prompt, target/solution/answer); "
                                                     "default: the training examples seen so far")
     pool_size: int = Field(75000, gt=0, description="most seen examples kept as demonstrations (oldest dropped)")
     demo_format: str = Field("Question: {prompt}\nAnswer: {target}", description="one demonstration ({prompt}, "
@@ -82,6 +83,7 @@ class GuidanceWrapper:
     """Wraps an engine; ``fraction`` of each request's completions see ``prompt + hint``."""
 
     name = "guidance"
+    forwards_trainer_model = False  # it rewrites requests; the engine underneath generates
 
     def __init__(self, inner: Any, tokenizer, fraction: float, hint: str, chat_template: bool = False,
                  cfg: GuidanceConfig | None = None):

@@ -54,6 +54,19 @@ class MetricsLog:
         self._f.close()
 
 
+TABLE_COLUMNS = ("example_id", "prompt", "completion", "reward", "advantage", "length", "truncated")
+
+
+def _row(r: dict[str, Any]) -> list[Any]:
+    return [r["example_id"], json.dumps(r["prompt"]) if not isinstance(r["prompt"], str) else r["prompt"],
+            r["completion"], r["reward"], r["advantage"], r["length"], r["truncated"]]
+
+
+def _cell(text: str, limit: int = 300) -> str:
+    t = text if len(text) <= limit else text[:limit] + "..."
+    return t.replace("|", "\\|").replace("\n", " ")
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
 
@@ -101,6 +114,11 @@ class TensorBoardLog:
             self._w.add_scalar(k, v, step)
         self._w.flush()
 
+    def table(self, step: int, rows: list[dict[str, Any]]) -> None:
+        head = "| reward | advantage | completion |\n|---|---|---|\n"
+        body = "".join(f"| {r['reward']:.3f} | {r['advantage']:.3f} | {_cell(r['completion'])} |\n" for r in rows)
+        self._w.add_text("completions", head + body, step)
+
     def close(self) -> None:
         self._w.close()
 
@@ -119,6 +137,12 @@ class WandbLog:
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         self._run.log(_numbers(metrics), step=step, commit=True)
+
+    def table(self, step: int, rows: list[dict[str, Any]]) -> None:
+        import wandb
+
+        cols = ["step", *TABLE_COLUMNS]
+        self._run.log({"completions": wandb.Table(columns=cols, data=[[step, *_row(r)] for r in rows])}, step=step)
 
     def close(self) -> None:
         self._run.finish()
@@ -154,6 +178,10 @@ class MLflowLog:
         self._client.log_batch(self._run_id, metrics=[Metric(self.key(k), v, now, step)
                                                       for k, v in _numbers(metrics).items()])
 
+    def table(self, step: int, rows: list[dict[str, Any]]) -> None:
+        data = {c: [_row(r)[i] for r in rows] for i, c in enumerate(TABLE_COLUMNS)}
+        self._client.log_table(self._run_id, {"step": [step] * len(rows), **data}, f"completions/step_{step:06d}.json")
+
     def close(self) -> None:
         self._client.set_terminated(self._run_id)
 
@@ -163,6 +191,7 @@ class MultiLog:
 
     def __init__(self, jsonl: MetricsLog, backends: list[Any]):
         self.jsonl, self.backends = jsonl, list(backends)
+        self._no_tables: set[int] = set()
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         self.jsonl.write(step, metrics)
@@ -172,6 +201,17 @@ class MultiLog:
             except Exception as e:  # noqa: BLE001  a dashboard failure must not stop training
                 warnings.warn(f"logging backend {type(b).__name__} failed ({type(e).__name__}: {e}); dropped it")
                 self.backends.remove(b)
+
+    def table(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """A step's sample of completions (:mod:`rlvr.train.samples`) to the backends that show tables."""
+        for b in self.backends:
+            if hasattr(b, "table") and id(b) not in self._no_tables:
+                try:
+                    b.table(step, rows)
+                except Exception as e:  # noqa: BLE001  a dashboard failure must not stop training
+                    warnings.warn(f"logging backend {type(b).__name__} failed to log completions "
+                                  f"({type(e).__name__}: {e}); not logging them there again")
+                    self._no_tables.add(id(b))
 
     def close(self) -> None:
         self.jsonl.close()
@@ -213,6 +253,9 @@ class NullDisplay:
     def update(self, step: int, info: str) -> None:
         pass
 
+    def message(self, text: str) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -238,6 +281,13 @@ class ProgressDisplay:
             self._progress.update(self._task, completed=step, info=info)
         elif step % self.every == 0 or step == self.total:
             print(f"{self.description} {step}/{self.total} {info}", file=sys.stderr, flush=True)
+
+    def message(self, text: str) -> None:
+        """A line above the bar on a terminal (a plain line in logs), shown whatever the step."""
+        if self._progress is not None:
+            self._progress.console.print(text, style="yellow", highlight=False, markup=False)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
     @contextlib.contextmanager
     def sub(self, description: str) -> Iterator[Callable[[int, int], None]]:

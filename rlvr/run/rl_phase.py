@@ -24,7 +24,8 @@ from rlvr.tasks.appeals import appeal_state
 from rlvr.tasks.base import Task
 from rlvr.run.checkpoint import checkpoint_tmp, list_checkpoints, save_checkpoint
 from rlvr.distributed.fsdp import full_state_dict, load_optimizer, save_optimizer
-from rlvr.run.logging import ProgressDisplay, open_metrics_log, read_metrics
+from rlvr.run.health import RunHealth
+from rlvr.run.logging import MetricsLog, ProgressDisplay, open_metrics_log, read_metrics
 from rlvr.distributed.async_rollouts import wants_async
 from rlvr.core.seeds import step_seed
 from rlvr.train.loop import Components, train_loop
@@ -101,6 +102,9 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
     writes files (the others wait at its checkpoints) and its summary is returned on every rank."""
     world = c.world
     log = open_metrics_log(cfg, run_dir, resume_step=start) if world.main else None
+    # a readable sample of the steps' completions (rlvr.train.samples), one line per row
+    samples = MetricsLog(run_dir / "completions.jsonl", resume_step=start) \
+        if world.main and cfg.logging.completions_every else None
     bar = ProgressDisplay("RL", cfg.train.steps, start) if world.main else None
     keep = cfg.train.keep_checkpoints
 
@@ -122,10 +126,17 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
                             write_extra=lambda folder: _write_extra(c, folder))
         world.barrier()
 
+    health = RunHealth(length_limits(cfg).episode, say=bar.message if bar is not None else None)
+
     def on_step(step: int, m: dict[str, float]) -> None:
         if world.main:
+            health.check(step, m)  # warn/* flags in the metrics; a message when a condition starts
             log.write(step, m)
-            bar.update(step, _info(m))
+            if samples is not None and c.samples:
+                for row in c.samples:
+                    samples.write(step, row)
+                log.table(step, c.samples)
+            bar.update(step, _info(m) + RunHealth.tag(m))
 
     evals: dict[int, dict[str, Any]] = {}
 
@@ -145,6 +156,8 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
         if world.main:
             bar.close()
             log.close()
+            if samples is not None:
+                samples.close()
     rl_time = time.perf_counter() - t0
     with world.full_weights(c.update_module):
         after = (evals.get(cfg.train.steps) or _eval_at(cfg, c.engine, c.task, run_dir, cfg.train.steps)

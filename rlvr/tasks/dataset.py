@@ -30,6 +30,7 @@ from typing import Any, Iterator, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from rlvr.core.paths import LocalPathStr
 from rlvr.config.errors import format_params_error
 from rlvr.core.types import Example
 from rlvr.registry import Params, RegistryError
@@ -37,7 +38,7 @@ from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.verifiers import VERIFIERS, build_verifier, from_callable
 from rlvr.verifiers.faithfulness import faithfulness_checks
 
-__all__ = ["DatasetParams", "JsonlParams", "dataset_task", "read_examples", "read_jsonl_examples", "split_holdout",
+__all__ = ["DatasetParams", "JsonlParams", "RewardFunction", "dataset_task", "read_examples", "read_jsonl_examples", "split_holdout",
            "DataError"]
 
 
@@ -45,9 +46,50 @@ class DataError(ValueError):
     """A malformed data file; the message names the file and line or row."""
 
 
+class RewardFunction(Params):
+    """One reward of a list (``task.rewards``): a registered verifier or a user's function, and its weight."""
+
+    fn: str = Field(..., description="a registered verifier name, or 'package.module:function' / 'file.py:function' "
+                                     "for a reward function (prompts, completions, **kw) -> floats")
+    weight: float = Field(1.0, description="its weight in the task's reward (a weighted sum)")
+    params: dict[str, Any] = Field(default_factory=dict, description="params of a registered verifier")
+    name: str | None = Field(None, description="its name in the metrics (default: the function's or verifier's)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "RewardFunction":
+        _check_reward(self.fn, self.params)
+        return self
+
+
+def _check_reward(spec: str, params: dict[str, Any]) -> None:
+    """A user's function is found and imported now (not after the model loads); a verifier's params validated."""
+    if ":" in spec:
+        from rlvr.verifiers.base import load_callable
+
+        load_callable(spec)  # (ValueError: what is missing, where it was looked for)
+        return
+    try:
+        entry = VERIFIERS.get(spec)
+    except RegistryError as e:
+        raise ValueError(str(e)) from None
+    try:
+        entry.params.model_validate(params)
+    except ValidationError as e:
+        raise ValueError(format_params_error(f"params of verifier {spec!r}", entry.params, e)) from None
+
+
+def _build_reward(rf: RewardFunction):
+    if ":" in rf.fn:
+        from rlvr.verifiers.base import load_callable
+
+        fn = load_callable(rf.fn)
+        return from_callable(fn, rf.name or getattr(fn, "__name__", rf.fn))
+    return build_verifier(rf.fn, rf.params)
+
+
 class DatasetParams(Params):
-    train_path: str = Field(..., description="training data: a .jsonl/.parquet file or a save_to_disk directory")
-    eval_path: str | None = Field(None, description="held-out data in the same formats")
+    train_path: LocalPathStr = Field(..., description="training data: a .jsonl/.parquet file or a save_to_disk directory")
+    eval_path: LocalPathStr | None = Field(None, description="held-out data in the same formats")
     eval_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="held out from train_path when eval_path is unset")
     format: Literal["auto", "jsonl", "parquet", "hf"] = Field("auto", description="file format (auto: from the path)")
     hf_split: str | None = Field(None, description="split of a saved DatasetDict (default: its only split)")
@@ -58,6 +100,10 @@ class DatasetParams(Params):
     verifier: str = Field("numeric", description="a registered verifier name, or 'package.module:function' "
                                                   "for a reward function (prompts, completions, **kw) -> floats")
     verifier_params: dict[str, Any] = Field(default_factory=dict, description="params of the named verifier")
+    rewards: list[RewardFunction] = Field(default_factory=list, description="several rewards instead of verifier: "
+                                          "[{fn, weight, params, name}], the task's reward their weighted sum, each "
+                                          "one's mean and spread logged per step (reward/NAME); the first decides "
+                                          "correctness")
     images_field: str = Field("images", description="field holding a row's image paths (optional in the data)")
     bad_images: Literal["error", "skip"] = Field("error", description="a missing or corrupt image: fail, or skip its row")
     data_seed: int = Field(0, description="seed of the eval hold-out")
@@ -67,16 +113,21 @@ class DatasetParams(Params):
 
     @model_validator(mode="after")
     def _check_verifier(self) -> "DatasetParams":
-        if ":" in self.verifier:
+        if self.rewards:
+            default = type(self).model_fields["verifier"].default
+            if self.verifier != default or self.verifier_params:  # (a written config.yaml holds the defaults)
+                raise ValueError("give either verifier (one reward) or rewards (a list), not both")
+            names = [r.name or r.fn.rpartition(":")[2] for r in self.rewards]
+            if len(set(names)) != len(names):
+                raise ValueError(f"rewards: two rewards share a name ({names}); set name: for each")
+            return self
+        if ":" in self.verifier:  # a user's reward function: found and imported now, not after the model loads
+            _check_reward(self.verifier, {})
             return self
         try:
-            entry = VERIFIERS.get(self.verifier)
-        except RegistryError as e:
-            raise ValueError(str(e)) from None
-        try:
-            entry.params.model_validate(self.verifier_params)
-        except ValidationError as e:
-            raise ValueError(format_params_error(f"verifier_params of {self.verifier!r}", entry.params, e)) from None
+            _check_reward(self.verifier, self.verifier_params)
+        except ValueError as e:
+            raise ValueError(str(e).replace("params of verifier", "verifier_params of")) from None
         return self
 
 
@@ -252,9 +303,16 @@ def dataset_task(p: DatasetParams) -> Task:
         evals = read_examples(p.eval_path, p)
     else:
         train, evals = split_holdout(train, p.eval_fraction, p.data_seed)
-    verifier = build_verifier(p.verifier, p.verifier_params) if ":" not in p.verifier else from_callable(p.verifier)
+    if p.rewards:
+        scored = [WeightedVerifier(_build_reward(r), r.weight) for r in p.rewards]
+    else:
+        verifier = build_verifier(p.verifier, p.verifier_params) if ":" not in p.verifier else from_callable(p.verifier)
+        scored = [WeightedVerifier(verifier)]
+    names = [wv.verifier.name for wv in scored]
+    if len(set(names)) != len(names):
+        raise ValueError(f"task.rewards: two rewards are named alike ({names}); give each a name:")
     checks = [WeightedVerifier(v, 0.0) for v in faithfulness_checks()] if p.faithfulness else []
-    return Task(p.name, {"train": train, "eval": evals}, [WeightedVerifier(verifier), *checks])
+    return Task(p.name, {"train": train, "eval": evals}, [*scored, *checks])
 
 
 TASKS.register("dataset", DatasetParams)(dataset_task)

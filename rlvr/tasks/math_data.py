@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field
 
+from rlvr.core.paths import LocalPathStr
 from rlvr.core.types import Example
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
@@ -24,8 +25,8 @@ __all__ = ["MathDataParams", "gsm8k_task", "math_task", "gsm8k_gold", "math_gold
 
 
 class MathDataParams(Params):
-    train_path: str = Field(..., description="training data file or saved dataset")
-    eval_path: str | None = Field(None, description="held-out data (default: eval_fraction of train)")
+    train_path: LocalPathStr = Field(..., description="training data file or saved dataset")
+    eval_path: LocalPathStr | None = Field(None, description="held-out data (default: eval_fraction of train)")
     eval_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="held out when eval_path is unset")
     format: str = Field("auto", pattern="^(auto|jsonl|parquet|hf)$", description="file format (auto: from path)")
     hf_split: str | None = Field(None, description="split of a saved DatasetDict")

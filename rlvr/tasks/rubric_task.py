@@ -27,6 +27,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
+from rlvr.core.paths import LocalPathStr
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
@@ -37,8 +38,8 @@ __all__ = ["RubricTaskParams", "RubricTask", "rubric_task", "read_rubric_example
 
 
 class RubricTaskParams(Params):
-    train_path: str = Field(..., description="JSONL file of prompts with their rubrics")
-    eval_path: str | None = Field(None, description="held-out JSONL file in the same format")
+    train_path: LocalPathStr = Field(..., description="JSONL file of prompts with their rubrics")
+    eval_path: LocalPathStr | None = Field(None, description="held-out JSONL file in the same format")
     eval_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="held out from train_path when eval_path is unset")
     data_seed: int = Field(0, description="seed of the eval hold-out")
     prompt_field: str = Field("prompt", description="field holding the prompt")

@@ -1,9 +1,11 @@
 """Scoring completions with a task's verifiers: in-line or on a thread pool, always with a deadline.
 
 Verifiers that run external work (the code sandbox, SQL, the symbolic-math workers) bound and kill that work
-themselves; the pool adds concurrency for them and one more guard: a completion whose scoring outlives
-``timeout_s`` scores 0 with reason ``"timeout"`` and the step goes on (a Python thread cannot be killed, so a
-verifier that hangs in pure Python keeps its thread; it is reported, never waited for). Timeouts and
+themselves; the pool (``scoring.workers`` threads, one by default) adds concurrency for them and one more
+guard, whatever the number of workers: a completion whose scoring outlives ``timeout_s`` scores 0 with reason
+``"timeout"`` and the step goes on (a Python thread cannot be killed, so a verifier that hangs in pure Python
+keeps its thread, and the next call gets fresh ones; it is reported, never waited for). A reward that is NaN or
+infinite stops the run with :class:`ScoringError`, naming the task, the example and the completion. Timeouts and
 verifier errors are counted and reported in the step metrics as ``score/timeouts`` and ``score/errors``.
 
 After the per-completion scores, ``score_many`` hands each prompt's group (the completions whose examples
@@ -26,6 +28,7 @@ the gold answers of a few examples before any training, so a function that alway
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -80,20 +83,25 @@ class Scorer:
         from rlvr.tasks.appeals import AppealState
 
         self.appeal = AppealState()  # scoring.appeal's running false-negative estimate (checkpointed)
-        self._pool = pool  # e.g. rlvr.distributed.ray_engine.RayPool; else threads when workers > 1
-        if pool is None and workers > 1:
-            self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rlvr-score")
+        self._pool = pool  # e.g. rlvr.distributed.ray_engine.RayPool; else threads (one: the deadline still holds)
+        self._own_pool = pool is None
+        if pool is None:
+            self._pool = self._threads()
+
+    def _threads(self) -> cf.ThreadPoolExecutor:
+        return cf.ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="rlvr-score")
+
+    def _renew(self) -> None:
+        """After a timeout: the stuck threads cannot be killed, so the next call gets fresh ones (with one worker,
+        a verifier that hangs would otherwise hold every later completion behind it)."""
+        if self._own_pool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._threads()
 
     def score_many(self, examples: Sequence[Example], texts: Sequence[str]) -> tuple[list[Score], ScoreStats]:
         t0 = time.perf_counter()
         batched = getattr(self.task, "batched", False)
-        if self._pool is None:
-            if batched:
-                scores = list(self.task.score_batch(examples, texts))
-            else:
-                scores = [self.task.score(e, t) for e, t in zip(examples, texts)]
-            timeouts = 0
-        elif batched:
+        if batched:
             future = self._pool.submit(self.task.score_batch, examples, texts)
             try:
                 scores, timeouts = list(future.result(timeout=self.timeout_s)), 0
@@ -111,11 +119,27 @@ class Scorer:
                     f.cancel()
                     scores.append(TIMEOUT)
                     timeouts += 1
+        if timeouts:
+            self._renew()
         scores = self._score_groups(examples, texts, scores)
+        self._check_finite(examples, texts, scores)
         errors = self._check_errors(scores)
         stats = ScoreStats({"score/timeouts": float(timeouts), "score/errors": float(errors),
                             "score/seconds": time.perf_counter() - t0})
         return scores, stats
+
+    def _check_finite(self, examples: Sequence[Example], texts: Sequence[str], scores: list[Score]) -> None:
+        """A NaN or infinite reward would train on nothing (an infinite advantage, a NaN loss): stop, naming the
+        reward and an example, before any update."""
+        for e, t, sc in zip(examples, texts, scores):
+            bad = {k: v for k, v in sc.components.items() if isinstance(v, float) and not math.isfinite(v)}
+            if math.isfinite(float(sc.reward)) and not bad:
+                continue
+            named = ", ".join(f"{k}={v}" for k, v in bad.items()) or "no component"
+            raise ScoringError(
+                f"task {getattr(self.task, 'name', '?')!r} returned a non-finite reward ({sc.reward}) for example "
+                f"{e.id!r} (non-finite components: {named}); completion: {t[:200]!r}. Rewards must be finite "
+                "numbers: return 0 (or a penalty) for a completion your function cannot score")
 
     def _check_errors(self, scores: list[Score]) -> int:
         failed = [s for s in scores if _is_error(s)]

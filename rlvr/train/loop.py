@@ -26,10 +26,13 @@ from rlvr.config.run import RunConfig, algorithm_needs
 from rlvr.core.batch import RolloutBatch, build_batch
 from rlvr.core.seeds import step_seed
 from rlvr.distributed.world import World
+from rlvr.rollout.wrappers import reads_trainer_weights
 from rlvr.run.interrupt import deferred_interrupt
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.config_flags import StepFeatures, run_features
+from rlvr.train.rewards import score_components, transform_rewards
 from rlvr.train.rollouts import Rollouts, collect_rollouts
+from rlvr.train.samples import step_samples
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
 
 if TYPE_CHECKING:
@@ -71,6 +74,7 @@ class Components:
     settings: UpdateSettings | None = None  # what the step reads of the config, once per run; None: derived
     features: StepFeatures | None = None  # the components config flags turn on, once per run; None: derived
     memo: dict = field(default_factory=dict)  # what side-row builders keep for the run (a file read once)
+    samples: list = field(default_factory=list)  # the last step's readable sample (rlvr.train.samples), if taken
 
     def __post_init__(self):
         if self.scorer is None:
@@ -112,12 +116,6 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
     return produce_extras(needs, ctx)
 
 
-def _score_components(scores) -> dict[str, torch.Tensor]:
-    """Each numeric score component as an ``[N]`` float64 tensor (0 where a completion lacks it)."""
-    keys = sorted({k for sc in scores for k, v in sc.components.items() if isinstance(v, (int, float))})
-    return {k: torch.tensor([float(sc.components.get(k, 0.0)) for sc in scores], dtype=torch.float64) for k in keys}
-
-
 def _active(registry, comp, step: int) -> bool:
     entry = registry.get(comp.name)
     return entry.active is None or bool(entry.active(comp.params, step))
@@ -128,26 +126,13 @@ def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: fl
     advantage transforms over the batch and its extras; returns the batch with rewards and advantages set,
     the transforms' metrics, and the metrics the features report under names of their own."""
     alg, state = cfg.algorithm, c.algo_state
-    implied = [(None, f) for f in run_features(cfg, c).reward_transforms]
-    rtf = implied + [(i, comp) for i, comp in enumerate(alg.reward_transforms)
-                     if _active(REWARD_TRANSFORMS, comp, step)]
     atf = [(i, comp) for i, comp in enumerate(alg.advantage_transforms) if _active(ADVANTAGE_TRANSFORMS, comp, step)]
     extras = {**batch.extras, **{k: v for k, v in (("old_logp", batch.old_logp), ("ref_logp", batch.ref_logp))
                                  if v is not None}}
-    comps = {k: v.to(batch.rewards.device) for k, v in _score_components(ro.scores).items()}
+    comps = {k: v.to(batch.rewards.device) for k, v in score_components(ro.scores).items()}
     total = max(cfg.train.steps, 1)
-    metrics: dict[str, float] = {}
-    reported: dict[str, float] = {}
-    rewards = batch.rewards
-    for i, comp in rtf:
-        inp = TransformInputs(rewards, batch.group_index, batch.completion_mask, None, comps, extras, step, total,
-                              kl_coef)
-        rewards, m = call(REWARD_TRANSFORMS.get(comp.name), inp, comp.params,
-                          None if i is None else state.get(f"algorithm.reward_transforms.{i}"))
-        rewards = rewards.to(torch.float64)
-        report = getattr(comp, "report", {})  # a feature's metrics reported under the step's own names
-        reported.update({report[k]: float(v) for k, v in m.items() if k in report})
-        metrics.update({f"reward_transform/{comp.name}/{k}": float(v) for k, v in m.items() if k not in report})
+    rewards, metrics, reported = transform_rewards(cfg, run_features(cfg, c), state, batch.rewards, batch.group_index,
+                                                   batch.completion_mask, comps, extras, step, kl_coef)
     estimator = ADVANTAGES.get(alg.advantage.name)
     adv = call(estimator, AdvantageInputs(rewards, batch.group_index, batch.lengths, batch.completion_mask, comps,
                                           extras, step, total),
@@ -171,7 +156,9 @@ def rl_step(cfg: RunConfig, c: Components, step: int) -> dict[str, float]:
 
 def collect_step(cfg: RunConfig, c: Components, step: int) -> Rollouts:
     """Step ``step``'s rollouts (with ``c``'s engine; the asynchronous producer passes its own)."""
-    with c.world.full_weights(c.update_module):  # FSDP: the whole model for generation (rlvr.distributed.fsdp)
+    # FSDP: the whole model on every rank while generating, unless the engine holds weights of its own (vLLM)
+    gather = reads_trainer_weights(c.engine)
+    with c.world.full_weights(c.update_module if gather else None):
         return collect_rollouts(cfg, c, step, lambda r: step_seed(cfg.seed, step, salt=10 * r))
 
 
@@ -256,6 +243,7 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro: Rollouts, t0: float
         "tokens_per_s": n_tok / max(t2 - t0, 1e-9),
         **ro.metrics,
     }
+    metrics.update(_reward_metrics(c.task, ro.scores))
     metrics.update(upd)
     metrics.update(transform_metrics)
     metrics.update(reported)
@@ -263,7 +251,23 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro: Rollouts, t0: float
     metrics["kl_coef"] = coef
     if c.kl is not None:
         c.kl.observe(metrics)
+    every = cfg.logging.completions_every  # a readable sample, every so many steps (rank 0 writes it)
+    c.samples = step_samples(ro, batch, cfg.logging.completions_per_step) \
+        if every and (step + 1) % every == 0 and c.world.main else []
     return metrics
+
+
+def _reward_metrics(task: Any, scores) -> dict[str, float]:
+    """With several rewards (task.rewards), each one's mean and spread over the trained batch: reward/NAME."""
+    names = [wv.verifier.name for wv in getattr(task, "verifiers", ())]
+    if len(names) < 2:
+        return {}
+    out = {}
+    for name, v in score_components(scores).items():
+        if name in names:
+            out[f"reward/{name}"] = float(v.mean())
+            out[f"reward/{name}/std"] = float(v.std()) if len(v) > 1 else 0.0
+    return out
 
 
 def train_loop(cfg: RunConfig, c: Components, start_step: int,

@@ -9,7 +9,9 @@ then drop completions (rejection) or add stored ones (response reuse). Groups ma
 With dynamic sampling (DAPO, Yu et al. 2025, arXiv:2503.14476) groups whose filter metric is constant
 (max == min, compared exactly) are dropped and more rounds are run until ``prompts_per_step``
 informative groups are collected or ``max_rounds`` generation rounds are spent; surplus groups are
-discarded, as in verl. A shortfall either proceeds with the groups collected or raises, as configured.
+discarded, as in verl. A shortfall either proceeds with the groups collected or raises, as configured. The
+filter sees the rewards after the reward transforms that need no tensor of the update's passes
+(:mod:`rlvr.train.rewards`), so a transform that makes a constant group informative keeps it.
 
 Step metrics on what was spent: ``rollouts/spent`` (completions generated, every round and stage),
 ``rollouts/reused`` (completions added from a buffer, every round), ``rollouts/generation_calls``,
@@ -30,13 +32,15 @@ import torch
 
 from rlvr.algorithms.group_filters import informative_groups
 from rlvr.algorithms.registry import GROUP_FILTERS, REWARD_SHAPERS, GroupFilterInputs, ShapingInputs
-from rlvr.core.types import Completion, GenerationRequest, SamplingParams, Score
+from rlvr.core.batch import build_batch
+from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams, Score
 from rlvr.envs.multiturn import env_scores, scored_example
 from rlvr.rollout.wrappers import engine_metrics, observe_scores
 from rlvr.sampling.base import Group
 from rlvr.tasks.appeals import appeal_state, run_appeal
 from rlvr.config.run import length_limits
 from rlvr.train.config_flags import run_features
+from rlvr.train.rewards import score_components, transform_rewards
 
 __all__ = ["Rollouts", "collect_rollouts", "DynamicSamplingShortfall", "stage_seed"]
 
@@ -87,7 +91,8 @@ def stage_seed(seed: int, stage: int) -> int:
     return seed if stage == 0 else (seed * 1_000_003 + stage * 7_919) % (2**31 - 1)
 
 
-def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, spent: _Spent) -> None:
+def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, spent: _Spent,
+                   step: int = 0) -> None:
     """Generate ``counts[i]`` completions for ``groups[i]``, score and shape them, append them in place."""
     idx = [i for i, n in enumerate(counts) if n > 0]
     requests = [GenerationRequest(groups[i].example, int(counts[i])) for i in idx]
@@ -99,7 +104,9 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     t0 = time.perf_counter()
     completions = c.engine.generate(local, sampling) if local else []
     t1 = time.perf_counter()
-    examples = [scored_example(local[comp.group].example, comp) for comp in completions]  # episodes: + env_info
+    # what a verifier scores against: the example, with the completion's token ids and the step (a reward
+    # function receives them as keywords, as TRL's do), and an episode's env_info
+    examples = [_for_scoring(scored_example(local[comp.group].example, comp), comp, step) for comp in completions]
     scores, score_stats = c.scorer.score_many(examples, [comp.text for comp in completions])
     observe_scores(c.engine, completions, scores)  # wrappers that learn from outcomes (rollout.strategy arrol)
     completions = [comp if comp.group == mine[comp.group] else replace(comp, group=mine[comp.group])
@@ -136,6 +143,10 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     s["calls"] += 1
 
 
+def _for_scoring(example: Example, comp: Completion, step: int) -> Example:
+    return replace(example, meta={**example.meta, "completion_ids": list(comp.completion_ids), "step": step})
+
+
 def _gather(world, completions, scores, stats):
     """Every rank's completions and scores in request order (as one process would hold them)."""
     parts = world.gather((completions, scores, stats))
@@ -162,7 +173,7 @@ def _round(cfg, c, k: int, seed: int, step: int, spent: _Spent) -> tuple[Rollout
     c.world.check_same([e.id for e in examples], f"the prompts sampled at step {step}")
     requests = c.allocator.allocate(examples, c.stats)
     groups = [Group(r.example) for r in requests]
-    _generate_into(cfg, c, groups, [r.n for r in requests], seed, spent)
+    _generate_into(cfg, c, groups, [r.n for r in requests], seed, spent, step)
     extend = getattr(c.allocator, "extend", None)
     stage = 1
     while extend is not None:
@@ -171,7 +182,7 @@ def _round(cfg, c, k: int, seed: int, step: int, spent: _Spent) -> tuple[Rollout
             raise ValueError(f"allocator asked for {len(extra)} extra counts for {len(groups)} groups")
         if not any(extra):
             break
-        _generate_into(cfg, c, groups, extra, stage_seed(seed, stage), spent)
+        _generate_into(cfg, c, groups, extra, stage_seed(seed, stage), spent, step)
         stage += 1
     _observe(c, groups, step)
     finalize = getattr(c.allocator, "finalize", None)
@@ -220,10 +231,19 @@ def _spend_metrics(c, r: Rollouts, spent: _Spent, reused: int) -> dict[str, floa
     return out
 
 
-def _filter_inputs(r: Rollouts) -> GroupFilterInputs:
-    return GroupFilterInputs(torch.tensor(r.rewards, dtype=torch.float64),
+def _filter_inputs(r: Rollouts, cfg=None, c=None, step: int = 0) -> GroupFilterInputs:
+    """A round's groups for a group filter; given the run (``cfg``, ``c``), its rewards after the reward
+    transforms that need no tensor of the update's passes (:mod:`rlvr.train.rewards`), as the advantage sees them."""
+    groups = torch.tensor([comp.group for comp in r.completions], dtype=torch.long)
+    rewards = torch.tensor(r.rewards, dtype=torch.float64)
+    if cfg is not None and r.completions and (cfg.algorithm.reward_transforms or
+                                               run_features(cfg, c).reward_transforms):
+        batch = build_batch(r.completions, r.rewards, c.tokenizer.pad_token_id)
+        rewards, _, _ = transform_rewards(cfg, run_features(cfg, c), c.algo_state, batch.rewards, batch.group_index,
+                                          batch.completion_mask, score_components(r.scores), {}, step, peek=True)
+    return GroupFilterInputs(rewards,
                              torch.tensor([s.components.get("correct", 0.0) for s in r.scores], dtype=torch.float64),
-                             torch.tensor([comp.group for comp in r.completions], dtype=torch.long), len(r.requests))
+                             groups, len(r.requests))
 
 
 def collect_rollouts(cfg, c, step: int, seed_for) -> Rollouts:
@@ -251,7 +271,7 @@ def _collect(cfg, c, step: int, seed_for) -> Rollouts:
     current = first
     while True:
         rounds += 1
-        keep = GROUP_FILTERS.get(group_filter.name).fn(_filter_inputs(current), group_filter.params)
+        keep = GROUP_FILTERS.get(group_filter.name).fn(_filter_inputs(current, cfg, c, step), group_filter.params)
         kept += [current.groups[g] for g in keep[: want - len(kept)]]
         have = len(kept)
         if have >= want or rounds >= ds.max_rounds:

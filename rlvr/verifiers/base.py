@@ -160,9 +160,12 @@ def _accepted(fn: Callable[..., Any]) -> Callable[[str], bool]:
 class _CallableVerifier:
     """A batch reward function called once per batch, as TRL calls its reward functions.
 
-    ``fn(prompts, completions, **fields)``: the prompts and completion texts as lists, then every field of
-    the examples as a keyword list (``answer``, each ``meta`` field, None where an example lacks it) and
-    rlvr's ``answers`` and ``examples``; a function without ``**kwargs`` gets only the keywords it names.
+    ``fn(prompts, completions, **fields)``: the prompts and completions as lists (a completion is its text; for
+    a conversational prompt, a list of messages, ``[{"role": "assistant", "content": text}]``, as TRL gives it),
+    then every field of the examples as a keyword list (``answer``, each ``meta`` field, None where an example
+    lacks it), in training ``completion_ids`` (each completion's token ids) and ``step`` (the training step,
+    one number), and rlvr's ``answers`` and ``examples``; a function without ``**kwargs`` gets only the
+    keywords it names.
     It returns one float per completion; None means "not applicable" and scores 0 without an error. A
     function that raises, or returns the wrong number of values, fails the whole batch: each completion
     scores 0 with the error and its traceback, which the scorer reports (see :mod:`rlvr.tasks.scoring`).
@@ -174,17 +177,28 @@ class _CallableVerifier:
         self.fn, self.name = fn, name
         self._takes = _accepted(fn)
 
-    def _kwargs(self, examples: Sequence[Example]) -> dict[str, list[Any]]:
-        fields = {"answer": [e.answer for e in examples]}
+    def _kwargs(self, examples: Sequence[Example]) -> dict[str, Any]:
+        fields: dict[str, Any] = {"answer": [e.answer for e in examples]}
         for key in dict.fromkeys(k for e in examples for k in e.meta):
-            if key not in ("prompts", "completions", *_RLVR_KWARGS):
+            if key not in ("prompts", "completions", "step", *_RLVR_KWARGS):
                 fields.setdefault(key, [e.meta.get(key) for e in examples])
+        steps = {e.meta["step"] for e in examples if "step" in e.meta}
+        if len(steps) == 1:  # the training step (0-based), one number for the call, as TRL's trainer_state gives
+            fields["step"] = steps.pop()
         fields.update(answers=[e.answer for e in examples], examples=list(examples))
         return {k: v for k, v in fields.items() if self._takes(k)}
 
+    @staticmethod
+    def _completions(examples: Sequence[Example], texts: Sequence[str]) -> list[Any]:
+        """The texts; for a conversational prompt (a list of messages), the completion as TRL gives it: a list
+        holding the assistant's message."""
+        return [[{"role": "assistant", "content": t}] if isinstance(e.prompt, list) else t
+                for e, t in zip(examples, texts)]
+
     def score_batch(self, examples: Sequence[Example], texts: Sequence[str]) -> list[Score]:
         try:
-            values = list(self.fn([e.prompt for e in examples], list(texts), **self._kwargs(examples)))
+            values = list(self.fn([e.prompt for e in examples], self._completions(examples, texts),
+                                  **self._kwargs(examples)))
             if len(values) != len(texts):
                 raise ValueError(f"returned {len(values)} rewards for {len(texts)} completions")
             out = []

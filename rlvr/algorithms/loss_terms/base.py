@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from rlvr.core.paths import LocalPathStr
 from rlvr.registry import Params
 
 __all__ = ["LossTermParams", "PairSourceParams", "term_weight", "term_active"]
@@ -30,7 +31,7 @@ class PairSourceParams(Params):
     """Where a ``pair_batch`` loss term's preference pairs come from (:mod:`rlvr.passes.pairs`):
     ``pairs_per_step`` lines of ``path`` drawn each RL step (seeded by the run's seed and the step)."""
 
-    path: str = Field(..., description="JSONL file of {prompt, chosen, rejected} lines (prompt: a string or chat "
+    path: LocalPathStr = Field(..., description="JSONL file of {prompt, chosen, rejected} lines (prompt: a string or chat "
                                        "messages), read once")
     pairs_per_step: int = Field(8, gt=0, description="preference pairs drawn each RL step")
     skip_malformed: bool = Field(False, description="leave out malformed lines (counted in one warning) instead "

@@ -10,8 +10,8 @@ With old_logp [N, T] the sampling policy's token log-probs (detached):
 Among wrong answers the confident (low-perplexity) ones get the smallest bonus, hence the most negative
 group-relative advantage: the bonus penalises overconfident errors and spreads mass among correct answers.
 
-Not implemented: the critic bonus (the std of value estimates across the heads of a bootstrapped multi-head
-critic). It needs a PPO value model, which rlvr's critic-free estimators do not have.
+The critic bonus (the spread of value estimates across the heads of a bootstrapped multi-head critic) is the
+``gae`` advantage's ``std_bonus`` with ``algorithm.critic.heads >= 2`` (:mod:`rlvr.learners.critic`).
 """
 
 from __future__ import annotations

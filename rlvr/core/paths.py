@@ -1,0 +1,72 @@
+"""Config fields that name local files and directories, resolved once to absolute paths.
+
+A field typed :data:`LocalPathStr` (``Annotated[str, LocalPath()]``) holds a file or directory on this machine
+(data files, model directories, demonstrations). When a config is loaded (:func:`rlvr.config.run.load_config`),
+every such field that holds a relative path is resolved once: beside the config file when it exists there, else
+in the working directory, and stored absolute, so the ``config.yaml`` a run writes finds the same files when the
+run is resumed, evaluated or compared from any other directory (:func:`resolve_local_paths`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, get_args
+
+__all__ = ["LocalPath", "LocalPathStr", "resolve_local_paths", "resolve_path"]
+
+
+class LocalPath:
+    """The marker of a field that names a local file or directory."""
+
+    def __repr__(self) -> str:
+        return "LocalPath()"
+
+
+LocalPathStr = Annotated[str, LocalPath()]
+
+
+def resolve_path(value: str, base: Path | None) -> str:
+    """``value`` absolute: ``~`` expanded; a relative path beside ``base`` (a config file's folder) when it exists
+    there, else in the working directory."""
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return str(p)
+    if base is not None and (base / p).exists():
+        return str((base / p).resolve())
+    return str(p.resolve())
+
+
+def _marked(annotation: Any) -> bool:
+    """Whether ``annotation`` is ``LocalPathStr``, or a union holding it (``LocalPathStr | None``)."""
+    if any(isinstance(m, LocalPath) for m in getattr(annotation, "__metadata__", ())):
+        return True
+    return any(_marked(a) for a in get_args(annotation))
+
+
+def _is_local_path(field: Any) -> bool:
+    return any(isinstance(m, LocalPath) for m in getattr(field, "metadata", ())) or _marked(field.annotation)
+
+
+def resolve_local_paths(model: Any, base: Path | None = None) -> Any:
+    """``model`` (a pydantic model tree, frozen or not) with every :data:`LocalPathStr` field made absolute
+    (:func:`resolve_path`); the same object when nothing changes."""
+    from pydantic import BaseModel
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, BaseModel):
+            changes = {}
+            for name, field in type(value).model_fields.items():
+                old = getattr(value, name)
+                new = resolve_path(old, base) if _is_local_path(field) and isinstance(old, str) and old else walk(old)
+                if new is not old:
+                    changes[name] = new
+            return value.model_copy(update=changes) if changes else value
+        if isinstance(value, (list, tuple)):
+            items = [walk(v) for v in value]
+            return type(value)(items) if any(a is not b for a, b in zip(items, value)) else value
+        if isinstance(value, dict):
+            items = {k: walk(v) for k, v in value.items()}
+            return items if any(items[k] is not value[k] for k in value) else value
+        return value
+
+    return walk(model)
