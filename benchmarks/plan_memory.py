@@ -23,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from vllm_engine import word_tokenizer  # noqa: E402  (the benchmarks' word-level tokenizer)
 
 SHAPES = {  # Qwen2 shapes: the last is Qwen2-0.5B's own (hidden 896, 24 layers, vocab 151936, tied)
     "s256": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -32,18 +35,6 @@ SHAPES = {  # Qwen2 shapes: the last is Qwen2-0.5B's own (hidden 896, 24 layers,
     "qwen2-0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                        intermediate_size=4864, vocab_size=151936),
 }
-
-
-def word_tokenizer(vocab_size: int):
-    """A word-level tokenizer with ``vocab_size`` tokens (``w3`` ... plus pad / eos / unk)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
-                                   padding_side="left")
 
 
 def write_model(shape: str, where: Path) -> None:
@@ -68,15 +59,18 @@ def write_task(where: Path, words: int, vocab: int, n: int = 64) -> None:
             f.write(json.dumps({"prompt": prompt, "answer": f"w{rng.randrange(3, vocab)}", "id": str(i)}) + "\n")
 
 
-def overrides(model: Path, data: Path, out: Path, args) -> list[str]:
+def overrides(model: Path, data: Path, out: Path, args, extra: tuple[str, ...] | list[str] = (), steps: int = 2,
+              checkpoint_every: int = 0) -> list[str]:
+    """The run's settings: the model and task written here, the arguments' sizes, then ``extra``, then ``--set``."""
     return [f"model.path={model}", "task.name=jsonl", f"task.train_path={data}", "task.verifier=exact",
-            "task.eval_fraction=0.1", "sft.steps=0", "train.steps=2", "train.checkpoint_every=0",
+            "task.eval_fraction=0.1", "sft.steps=0", f"train.steps={steps}",
+            f"train.checkpoint_every={checkpoint_every}",
             "train.eval_every=0", f"train.threads={args.threads}", f"rollout.prompts_per_step={args.prompts}",
             f"rollout.group_size={args.group}", f"rollout.max_new_tokens={args.new_tokens}",
             f"rollout.batch_size={args.prompts * args.group}", "algorithm.minibatches=1",
             f"train.micro_batch_size={args.micro}", "eval.num_examples=2", "eval.samples=1",
             "eval.report_greedy=false", "eval.batch_size=8", "model.dtype=float32", f"out={out}",
-            *args.set]
+            *extra, *args.set]
 
 
 VARIANTS = {  # name -> (config overrides, argument changes); "base" is the arguments as given

@@ -27,25 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from plan_memory import write_model, write_task  # noqa: E402
+from plan_memory import overrides, write_model, write_task  # noqa: E402
 
 SHAPE = "qwen2-0.5b"
 VOCAB = 151936
 
 
 def settings(model: Path, data: Path, out: Path, args) -> list[str]:
-    sets = [f"model.path={model}", "task.name=jsonl", f"task.train_path={data}", "task.verifier=exact",
-            "task.eval_fraction=0.1", "sft.steps=0", f"train.steps={args.steps}", "train.checkpoint_every=1",
-            "train.eval_every=0", f"train.threads={args.threads}", f"rollout.prompts_per_step={args.prompts}",
-            f"rollout.group_size={args.group}", f"rollout.max_new_tokens={args.new_tokens}",
-            f"rollout.batch_size={args.prompts * args.group}", "algorithm.minibatches=1",
-            f"train.micro_batch_size={args.micro}", "eval.num_examples=2", "eval.samples=1",
-            "eval.report_greedy=false", "eval.batch_size=4", "model.dtype=float32",
-            "train.autocast=bfloat16", "train.activation_checkpointing=true", f"rollout.engine={args.engine}",
-            f"out={out}"]
+    extra = ["train.autocast=bfloat16", "train.activation_checkpointing=true", f"rollout.engine={args.engine}"]
     if args.engine == "vllm":
-        sets += ["rollout.vllm.kv_cache_gib=1", "rollout.vllm.max_model_len=256"]
-    return sets + list(args.set)
+        extra += ["rollout.vllm.kv_cache_gib=1", "rollout.vllm.max_model_len=256"]
+    return overrides(model, data, out, args, extra, steps=args.steps, checkpoint_every=1)
 
 
 def run(cmd: list[str]) -> float:

@@ -61,7 +61,7 @@ class RewardFunction(Params):
         return self
 
 
-def _check_reward(spec: str, params: dict[str, Any]) -> None:
+def _check_reward(spec: str, params: dict[str, Any], label: str = "params of verifier {spec!r}") -> None:
     """A user's function is found and imported now (not after the model loads); a verifier's params validated."""
     if ":" in spec:
         from rlvr.verifiers.base import load_callable
@@ -75,7 +75,7 @@ def _check_reward(spec: str, params: dict[str, Any]) -> None:
     try:
         entry.params.model_validate(params)
     except ValidationError as e:
-        raise ValueError(format_params_error(f"params of verifier {spec!r}", entry.params, e)) from None
+        raise ValueError(format_params_error(label.format(spec=spec), entry.params, e)) from None
 
 
 def _build_reward(rf: RewardFunction):
@@ -121,13 +121,8 @@ class DatasetParams(Params):
             if len(set(names)) != len(names):
                 raise ValueError(f"rewards: two rewards share a name ({names}); set name: for each")
             return self
-        if ":" in self.verifier:  # a user's reward function: found and imported now, not after the model loads
-            _check_reward(self.verifier, {})
-            return self
-        try:
-            _check_reward(self.verifier, self.verifier_params)
-        except ValueError as e:
-            raise ValueError(str(e).replace("params of verifier", "verifier_params of")) from None
+        # a user's reward function is found and imported now, not after the model loads
+        _check_reward(self.verifier, self.verifier_params, "verifier_params of {spec!r}")
         return self
 
 

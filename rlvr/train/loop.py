@@ -30,7 +30,7 @@ from rlvr.rollout.wrappers import reads_trainer_weights
 from rlvr.run.interrupt import deferred_interrupt
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.config_flags import StepFeatures, run_features
-from rlvr.train.rewards import score_components, transform_rewards
+from rlvr.train.rewards import active, score_components, transform_rewards
 from rlvr.train.rollouts import Rollouts, collect_rollouts
 from rlvr.train.samples import step_samples
 from rlvr.train.update import UpdateSettings, needs_old_logp, update_policy
@@ -116,17 +116,12 @@ def compute_extras(needs: frozenset[str], c: Any, batch: RolloutBatch, s: Any, c
     return produce_extras(needs, ctx)
 
 
-def _active(registry, comp, step: int) -> bool:
-    entry = registry.get(comp.name)
-    return entry.active is None or bool(entry.active(comp.params, step))
-
-
 def _advantages(cfg: RunConfig, c: Components, batch, ro, step: int, kl_coef: float = 0.0):
     """Reward transforms (the features' first, then the configured ones) -> advantage estimator ->
     advantage transforms over the batch and its extras; returns the batch with rewards and advantages set,
     the transforms' metrics, and the metrics the features report under names of their own."""
     alg, state = cfg.algorithm, c.algo_state
-    atf = [(i, comp) for i, comp in enumerate(alg.advantage_transforms) if _active(ADVANTAGE_TRANSFORMS, comp, step)]
+    atf = [(i, comp) for i, comp in enumerate(alg.advantage_transforms) if active(ADVANTAGE_TRANSFORMS, comp, step)]
     extras = {**batch.extras, **{k: v for k, v in (("old_logp", batch.old_logp), ("ref_logp", batch.ref_logp))
                                  if v is not None}}
     comps = {k: v.to(batch.rewards.device) for k, v in score_components(ro.scores).items()}

@@ -18,7 +18,7 @@ import torch
 
 from rlvr.algorithms.registry import REWARD_TRANSFORMS, TransformInputs, call
 
-__all__ = ["score_components", "transform_rewards"]
+__all__ = ["active", "score_components", "transform_rewards"]
 
 
 def score_components(scores) -> dict[str, torch.Tensor]:
@@ -27,8 +27,9 @@ def score_components(scores) -> dict[str, torch.Tensor]:
     return {k: torch.tensor([float(sc.components.get(k, 0.0)) for sc in scores], dtype=torch.float64) for k in keys}
 
 
-def _active(comp, step: int) -> bool:
-    entry = REWARD_TRANSFORMS.get(comp.name)
+def active(registry, comp, step: int) -> bool:
+    """Whether the configured component ``comp`` of ``registry`` acts at ``step`` (its ``active`` rule)."""
+    entry = registry.get(comp.name)
     return entry.active is None or bool(entry.active(comp.params, step))
 
 
@@ -39,7 +40,8 @@ def transform_rewards(cfg: Any, features: Any, algo_state: Any, rewards: torch.T
     the rewards (float64), the transforms' metrics and the metrics features report under names of their own.
     ``peek``: for a group filter (module docstring): states copied, transforms needing absent extras skipped."""
     implied = [(None, f) for f in features.reward_transforms]
-    rtf = implied + [(i, comp) for i, comp in enumerate(cfg.algorithm.reward_transforms) if _active(comp, step)]
+    rtf = implied + [(i, comp) for i, comp in enumerate(cfg.algorithm.reward_transforms)
+                     if active(REWARD_TRANSFORMS, comp, step)]
     total = max(cfg.train.steps, 1)
     metrics: dict[str, float] = {}
     reported: dict[str, float] = {}

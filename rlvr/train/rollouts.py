@@ -236,10 +236,10 @@ def _filter_inputs(r: Rollouts, cfg=None, c=None, step: int = 0) -> GroupFilterI
     transforms that need no tensor of the update's passes (:mod:`rlvr.train.rewards`), as the advantage sees them."""
     groups = torch.tensor([comp.group for comp in r.completions], dtype=torch.long)
     rewards = torch.tensor(r.rewards, dtype=torch.float64)
-    if cfg is not None and r.completions and (cfg.algorithm.reward_transforms or
-                                               run_features(cfg, c).reward_transforms):
+    features = run_features(cfg, c) if cfg is not None else None
+    if features is not None and r.completions and (cfg.algorithm.reward_transforms or features.reward_transforms):
         batch = build_batch(r.completions, r.rewards, c.tokenizer.pad_token_id)
-        rewards, _, _ = transform_rewards(cfg, run_features(cfg, c), c.algo_state, batch.rewards, batch.group_index,
+        rewards, _, _ = transform_rewards(cfg, features, c.algo_state, batch.rewards, batch.group_index,
                                           batch.completion_mask, score_components(r.scores), {}, step, peek=True)
     return GroupFilterInputs(rewards,
                              torch.tensor([s.components.get("correct", 0.0) for s in r.scores], dtype=torch.float64),

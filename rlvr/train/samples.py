@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlvr.lazy import torch
+
 __all__ = ["step_samples"]
 
 
@@ -31,16 +33,17 @@ def step_samples(ro: Any, batch: Any, n: int) -> list[dict[str, Any]]:
     for i, comp in enumerate(ro.completions):
         order.setdefault(comp.group, []).append(i)
     picked = [i for rows in order.values() for i in rows][:n]
-    mask = batch.completion_mask.detach().cpu()
-    adv = (batch.advantages.detach().cpu() * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-    rewards = batch.rewards.detach().cpu()
+    rows = torch.tensor(picked, dtype=torch.long)
+    mask = batch.completion_mask[rows.to(batch.completion_mask.device)].detach().cpu()
+    adv = (batch.advantages[rows.to(batch.advantages.device)].detach().cpu() * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    rewards = batch.rewards[rows.to(batch.rewards.device)].detach().cpu()
     out = []
-    for i in picked:
+    for k, i in enumerate(picked):
         comp, sc = ro.completions[i], ro.scores[i]
         ex = ro.requests[comp.group].example
         out.append({"example_id": ex.id, "group": comp.group, "prompt": _plain(ex.prompt),
-                    "answer": _plain(ex.answer), "completion": comp.text, "reward": float(rewards[i]),
+                    "answer": _plain(ex.answer), "completion": comp.text, "reward": float(rewards[k]),
                     "components": {k: float(v) for k, v in sc.components.items() if isinstance(v, (int, float))},
-                    "advantage": float(adv[i]), "length": len(comp.completion_ids),
+                    "advantage": float(adv[k]), "length": len(comp.completion_ids),
                     "truncated": comp.finish_reason == "length"})
     return out
