@@ -37,16 +37,18 @@ def _quiet() -> None:
 
 
 def config(source: Mapping[str, Any] | str | Path | Any = None, overrides: Sequence[str] = (),
-           recipe: str | None = None):
+           recipe: str | None = None, model_given: bool = False):
     """A validated, frozen :class:`~rlvr.config.run.RunConfig` from a dict, a YAML file, or a config (copied),
-    then a recipe under it and ``overrides`` (``"optim.lr=1e-4"``) over it."""
+    then a recipe under it and ``overrides`` (``"optim.lr=1e-4"``) over it. Without ``model.path`` (and
+    without ``model_given``: a model object will be passed) the demo's settings sit under it
+    (:mod:`rlvr.config.defaults`)."""
     from rlvr.config.run import RunConfig, load_config
 
     if isinstance(source, RunConfig):
         return load_config(base=source.model_dump(mode="json"), overrides=list(overrides))
     if isinstance(source, (str, Path)):
-        return load_config(source, list(overrides), recipe=recipe)
-    return load_config(base=dict(source or {}), overrides=list(overrides), recipe=recipe)
+        return load_config(source, list(overrides), recipe=recipe, model_given=model_given)
+    return load_config(base=dict(source or {}), overrides=list(overrides), recipe=recipe, model_given=model_given)
 
 
 def _example(row: Any, i: int, name: str):
@@ -97,7 +99,8 @@ def train(cfg=None, task=None, reward: Callable | str | None = None, model: Any 
           quiet: bool = True) -> dict[str, Any]:
     """Train as ``rlvr train`` does and return the run's summary (``summary["run_dir"]`` holds everything).
 
-    ``cfg``: a RunConfig, dict or YAML path (default: the demo). ``task``: a Task (default: the config's);
+    ``cfg``: a RunConfig, dict or YAML path (default: the demo; a dict or path given with ``model`` takes the
+    pretrained defaults, :mod:`rlvr.config.defaults`). ``task``: a Task (default: the config's);
     ``reward``: a reward callable replacing the task's verifiers (with the config's task when ``task`` is
     None). ``model``: a local HF directory, a model object (with ``tokenizer``) or ``(model, tokenizer)``.
     """
@@ -105,11 +108,10 @@ def train(cfg=None, task=None, reward: Callable | str | None = None, model: Any 
 
     if quiet:
         _quiet()
-    cfg = config(cfg)
-    task = _with_reward(cfg, task, reward)
     obj, tok, path = _model_args(model, tokenizer)
-    if path is not None:
-        cfg = config(cfg, [f"model.path={path}"])
+    # the model decides the defaults (a pretrained one: no warm-up, a small lr), so it joins the config first
+    cfg = config(cfg, [f"model.path={path}"] if path is not None else [], model_given=obj is not None)
+    task = _with_reward(cfg, task, reward)
     return run_train(cfg, model=obj, tokenizer=tok, task=task)
 
 

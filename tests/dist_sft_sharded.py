@@ -1,6 +1,7 @@
 """Under torchrun (2 ranks, gloo): the SFT warm-up under FSDP (rlvr.sft.sharded), each rank training on its share
 of every step's rows, ends where the one-process warm-up from the same weights ends, within float rounding;
-the step losses agree; the policy it returns is a plain module with the trained weights. And one step's gradients
+the step losses agree; the policy it returns is a plain module with the trained weights; a warm-up stopped and resumed from its checkpoint
+ends bit for bit where the uninterrupted sharded one ends. And one step's gradients
 (before the optimizer, which would hide a constant scale: Adam and clipping to norm 1 both are scale-free) equal
 the one-process step's.
 
@@ -45,6 +46,29 @@ def grads_equal(world, cfg, tok, examples) -> None:
         assert torch.allclose(g, b.grad, rtol=1e-4, atol=1e-7), (name, float((g - b.grad).abs().max()))
 
 
+def resume_equal(world, cfg, tok, examples, kw, want_losses, want_model) -> None:
+    """A sharded warm-up stopped after 2 steps (its checkpoint: weights gathered onto rank 0, the optimizer's
+    shards through DCP) and resumed from a fresh model equals the uninterrupted sharded warm-up bit for bit."""
+    import tempfile
+    from pathlib import Path
+
+    from rlvr.sft.checkpoint import WarmupCheckpoint
+
+    folder = Path(world.broadcast(tempfile.mkdtemp() if world.main else None)) / "warmup"
+    seen: list[int] = []
+    first = build_tiny_model(cfg.model.tiny, tok, seed=0)
+    sft_sharded(first, tok, examples, **kw, world=world, device="cpu", on_step=lambda i, loss: seen.append(i),
+                stop=lambda: world.any(len(seen) >= 2) is not None, checkpoint=WarmupCheckpoint(folder, world))
+    ck = WarmupCheckpoint(folder, world)
+    assert ck.state["step"] == 2 and (folder / "optimizer_dcp").is_dir(), ck.state
+    second = build_tiny_model(cfg.model.tiny, tok, seed=0)
+    ck.load_weights(second)
+    got = sft_sharded(second, tok, examples, **kw, world=world, device="cpu", checkpoint=ck)
+    assert got == want_losses, (got, want_losses)
+    for (name, a), b in zip(second.named_parameters(), want_model.parameters()):
+        assert torch.equal(a, b), (name, float((a - b).abs().max()))
+
+
 def main() -> None:
     steps, lr = int(sys.argv[1]), float(sys.argv[2])
     world = init_world("gloo", strategy="fsdp")
@@ -70,6 +94,7 @@ def main() -> None:
         for (name, a), b in zip(model.named_parameters(), reference.parameters()):
             print(name, f"{float((a - b).abs().max()):.3g}", f"{float(b.abs().max()):.3g}")
     grads_equal(world, cfg, tok, examples)
+    resume_equal(world, cfg, tok, examples, kw, got, model)
     for rank, d in world.gather((world.rank, diff)):  # printed by rank 0 alone: lines do not interleave
         if world.main:
             print("ok", rank, f"{d:.3g}", flush=True)

@@ -321,4 +321,4 @@ def test_a_missing_pairs_file_stops_the_run_at_set_up(tmp_path):
                                        f"algorithm.loss_terms.0.path={tmp_path / 'nope.jsonl'}"]
     with pytest.raises(SetupError, match="preference-pair file .*nope.jsonl.* does not exist"):
         train(load_config(recipe="f_hal", overrides=over))
-    assert not (tmp_path / "run" / "sft_model").exists()  # refused before the SFT warm-up
+    assert not (tmp_path / "run" / "warmup").exists()  # refused before the SFT warm-up

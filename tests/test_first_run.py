@@ -154,7 +154,7 @@ def test_vllm_engine_without_vllm_or_with_sleep_mode_on_cpu_fails_before_any_wor
     t0 = time.perf_counter()
     with pytest.raises(SetupError, match=r"needs vLLM.*pip install 'rlvr\[vllm\]'.*scripts/setup_vllm.sh"):
         train(load_config(overrides=[f"out={tmp_path / 'a'}", "rollout.engine=vllm"]))
-    assert time.perf_counter() - t0 < 20 and not (tmp_path / "a" / "sft_model").exists()
+    assert time.perf_counter() - t0 < 20 and not (tmp_path / "a" / "warmup").exists()
     monkeypatch.setattr(importlib.util, "find_spec", real)
     if not torch.cuda.is_available():
         monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
@@ -220,13 +220,17 @@ def test_interrupted_sft_saves_its_progress(tiny_cfg_overrides, tmp_path, monkey
         return real(*a, on_step=hook, **kw)
 
     monkeypatch.setattr("rlvr.run.train.sft", sft_with_signal)
-    with pytest.raises(KeyboardInterrupt, match=r"during SFT after step 3 of 50.*sft.steps=47"):
+    with pytest.raises(KeyboardInterrupt, match=r"during SFT after step 3 of 50.*rlvr train --resume"):
         train(load_config(overrides=tiny_cfg_overrides + ["sft.steps=50"]))
-    saved = tmp_path / "run" / "sft_model"
-    assert json.loads((saved / "sft_progress.json").read_text())["steps_done"] == 3
-    model, _ = load_model(ModelConfig(path=str(saved)))  # a loadable HF directory
-    with pytest.raises(FileNotFoundError, match="stopped during its SFT warm-up"):
-        resume(tmp_path / "run")
+    saved = tmp_path / "run" / "warmup"
+    state = json.loads((saved / "state.json").read_text())
+    assert state["step"] == 3 and state["steps"] == 50 and len(state["losses"]) == 3
+    assert not list_checkpoints(tmp_path / "run")
+    monkeypatch.setattr("rlvr.run.train.sft", real)
+    summary = resume(tmp_path / "run")  # the warm-up continues at step 4, then RL runs
+    assert summary["steps"] == 3 and list_checkpoints(tmp_path / "run")
+    assert summary["sft_seconds"] > 0
+    assert not saved.exists()  # the first RL checkpoint holds the warm-up's result
 
 
 def test_a_locked_run_directory_refuses_a_second_writer(tiny_cfg_overrides, tmp_path):

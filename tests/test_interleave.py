@@ -149,3 +149,66 @@ def test_under_ddp_a_phase_trains_every_ranks_rows_and_leaves_rank_0s_weights():
     out = phase(1)
     # step 0: rank 0's two and this rank's one; step 1: rank 0's two again, none here
     assert out["sft/rows"] == 5.0 and out["sft/steps"] == 1.0 and world.synced == 1
+
+
+def _rows_at(run, step):
+    from rlvr.sft.interleave import load_rows
+
+    return load_rows(run / "checkpoints" / f"step_{step:06d}")
+
+
+def test_a_meml_grpo_resume_keeps_the_hard_examples_gathered_before_the_checkpoint(tmp_path):
+    """MEML-GRPO's phase every 3 steps trains on the hard examples of steps 1-3; a run resumed from step 2 must
+    train it on steps 1-2's rows too (they are in the step-2 checkpoint) and end bit for bit where the
+    uninterrupted run ends. Dropping them (the checkpoint without its rows) changes the result."""
+    over = ["rollout.group_size=4", "rollout.contexts.per_context=1", "sft.interleave_every=3", "sft.batch_size=4",
+            "sft.interleave_steps=2"]
+    out = train_and_resume("meml_grpo", tmp_path, over)
+    held = _rows_at(tmp_path / "run", 2)
+    assert held and all(r.completion_ids and r.prompt_ids for r in held)  # rows waiting for the step-3 phase
+    a, b = out["weights"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [line.get("sft/rows") for line in _lines(tmp_path / "run")] == \
+        [line.get("sft/rows") for line in _lines(tmp_path / "part")]
+
+    import shutil
+
+    from rlvr.run.train import resume
+    from rlvr.sft.interleave import ROWS_FILE
+    from tests.methods.seed_support import _weights
+
+    lost = tmp_path / "lost"  # the same resume without the rows: a different phase, different weights
+    shutil.copytree(tmp_path / "run", lost)
+    shutil.rmtree(lost / "checkpoints" / "step_000004")
+    (lost / "checkpoints" / "step_000002" / f"{ROWS_FILE}.json").unlink()
+    resume(lost / "checkpoints" / "step_000002")
+    c = _weights(lost, 4)
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+
+
+def test_a_propa_resume_equals_the_uninterrupted_run(tmp_path):
+    """PROPA: tree search, its process reward model and a phase on the search's rows after every step; a run
+    resumed from step 2 ends bit for bit where the uninterrupted one does."""
+    out = train_and_resume("propa", tmp_path, ["rollout.strategy.iterations=2", "rollout.strategy.max_steps=2",
+                                               "rollout.strategy.step_tokens=3", "sft.batch_size=4",
+                                               "sft.interleave_steps=1"])
+    a, b = out["weights"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(line.get("sft/steps") for line in _lines(tmp_path / "run"))  # phases ran
+    assert (tmp_path / "part" / "checkpoints" / "step_000004" / "prm").is_dir()
+
+
+def test_rows_round_trip_with_segments_masks_and_images(tmp_path):
+    from rlvr.core.types import Completion, Segment
+    from rlvr.core.vision import VisionInputs
+    from rlvr.sft.interleave import load_rows, save_rows
+
+    img = VisionInputs(torch.randn(4, 6), torch.tensor([[1, 2, 2]]))
+    rows = [Completion("a", [1, 2], [3, 4, 5], [-0.5, -1.0, -2.0], "stop", "x", 2, [1.0, 0.0, 1.0],
+                       [Segment(0, 1, "prefix"), Segment(1, 3)], 7),
+            Completion("b", [9], [8], None, "length", "y", vision=img)]
+    save_rows(rows, tmp_path)
+    back = load_rows(tmp_path)
+    assert [r.__dict__ | {"vision": None} for r in back] == [r.__dict__ | {"vision": None} for r in rows]
+    assert torch.equal(back[1].vision.pixel_values, img.pixel_values) and back[1].vision.num_images == 1
+    assert load_rows(tmp_path / "nothing") == []

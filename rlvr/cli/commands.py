@@ -59,7 +59,7 @@ def _quiet_libraries() -> None:
 
 
 def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path] = None,
-            seed: Optional[int] = None, recipe: Optional[str] = None) -> RunConfig:
+            seed: Optional[int] = None, recipe: Optional[str] = None, model_given: bool = False) -> RunConfig:
     from rlvr.config.run import ConfigError, load_config
 
     overrides = list(sets or [])
@@ -68,7 +68,7 @@ def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Pat
     if seed is not None:
         overrides.append(f"seed={seed}")
     try:
-        return load_config(config, overrides, recipe=recipe)
+        return load_config(config, overrides, recipe=recipe, model_given=model_given)
     except ConfigError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
@@ -213,7 +213,8 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
                                 ("search.name", search), ("search.prm", prm)) if v is not None]
     if config is None and model is not None:
         config = _run_config_of(model)
-    cfg = _config(config, sets)
+    # a model directory outside any run: evaluated with the pretrained defaults (rlvr.config.defaults)
+    cfg = _config(config, sets, model_given=model is not None and config is None)
     bars: list = []
 
     def progress(done: int, total: int) -> None:
@@ -237,9 +238,10 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
 
 
 def _run_config_of(model: Path) -> Optional[Path]:
-    """The config.yaml of the run that ``model`` (a run dir, a checkpoint or its model dir) belongs to."""
+    """The config.yaml of the run that ``model`` (a run dir, a checkpoint or its model dir, ``rlvr sft``'s
+    output) belongs to."""
     for cand in (model, *list(model.parents)[:3]):
-        if (cand / "config.yaml").is_file() and (cand / "checkpoints").is_dir():
+        if (cand / "config.yaml").is_file() and ((cand / "checkpoints").is_dir() or (cand / "sft.json").is_file()):
             console.print(f"using the run's config {cand / 'config.yaml'}")
             return cand / "config.yaml"
     return None

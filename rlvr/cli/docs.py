@@ -55,6 +55,18 @@ def _default(field) -> str:
     return f"`{json.dumps(v)}`"
 
 
+def _demo_value(key: str) -> str:
+    """`` (demo: X)`` when the demo's settings (rlvr/config/demo.yaml) change ``key``'s default."""
+    from rlvr.config.defaults import demo_settings
+
+    node: Any = demo_settings()
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return ""
+        node = node[part]
+    return f" (demo: `{json.dumps(node)}`)"
+
+
 def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
     rows = []
     for name, field in model.model_fields.items():
@@ -69,7 +81,8 @@ def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
             kind = "list of components"
         else:
             kind = _type_name(ann)
-        rows.append(f"| `{prefix}{name}` | {kind} | {_default(field)} | {field.description or ''} |")
+        rows.append(f"| `{prefix}{name}` | {kind} | {_default(field)}{_demo_value(prefix + name)} | "
+                    f"{field.description or ''} |")
     return rows
 
 

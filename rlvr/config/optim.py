@@ -15,7 +15,7 @@ __all__ = ["OptimConfig"]
 class OptimConfig(Section):
     optimizer: component(OPTIMIZERS, "adamw") = Field({"name": "adamw"}, validate_default=True,
                                                        description="optimizer")
-    lr: float = Field(2e-4, gt=0.0, description="peak learning rate")
+    lr: float = Field(1e-6, gt=0.0, description="peak learning rate")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
     warmup_steps: int = Field(0, ge=0, description="linear warm-up optimizer steps")

@@ -26,7 +26,7 @@ class RolloutConfig(Section):
     group_size: int = Field(8, gt=0, description="completions sampled per prompt")
     temperature: float = Field(1.0, gt=0.0, description="sampling temperature")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
-    max_new_tokens: int = Field(8, gt=0, description="completion length limit (tokens)")
+    max_new_tokens: int = Field(256, gt=0, description="completion length limit (tokens)")
     batch_size: int = Field(256, gt=0, description="sequences per generate call")
     param_noise: ParamNoiseConfig = Field(default_factory=ParamNoiseConfig)
     guidance: GuidanceConfig = Field(default_factory=GuidanceConfig)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
 import rlvr.algorithms  # noqa: F401  (registers components)
 import rlvr.rollout  # noqa: F401
@@ -22,6 +22,7 @@ from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, AGGREGAT
                                      LOSS_TERMS, OBJECTIVES, REWARD_TRANSFORMS)
 from rlvr.config.algorithm import AlgorithmConfig, KLConfig
 from rlvr.config.data import DataConfig
+from rlvr.config.defaults import apply_defaults
 from rlvr.config.errors import ConfigError, format_validation_error
 from rlvr.config.eval import EvalConfig, LoggingConfig
 from rlvr.config.fields import Component, Section, component
@@ -59,6 +60,9 @@ class RunConfig(Section):
     plugins: list[str] = Field(default_factory=list, description="modules or .py files imported before the config "
                                                                  "is validated: your own components register there")
     recipe: RecipeInfo | None = Field(None, description="the recipe this run started from")
+    defaults: Literal["auto", "demo", "pretrained"] = Field(
+        "auto", description="the defaults under the config: demo (a model built from scratch: rlvr/config/demo.yaml) "
+                            "or pretrained (current practice); auto: demo unless model.path is set")
     seed: int = Field(0, description="one seed fixes init, data order and sampling")
     out: str | None = Field(None, description="run directory (default: runs/<time>)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where to train")
@@ -76,9 +80,12 @@ class RunConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _import_plugins(cls, data: Any) -> Any:
+    def _import_plugins(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, dict):
             import_plugins(data.get("plugins"))
+            # the demo's settings under a model built from scratch (rlvr.config.defaults); context
+            # {"model_given": True}: a model object will be passed, so the pretrained defaults
+            data = apply_defaults(data, bool((info.context or {}).get("model_given")))
         return data
 
     @model_validator(mode="after")
@@ -203,8 +210,11 @@ def _lookup(cfg: BaseModel, dotted: str) -> Any:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                base: dict[str, Any] | None = None, recipe: str | None = None) -> RunConfig:
-    """Validate recipe, then YAML (or ``base``), then overrides into a frozen :class:`RunConfig`.
+                base: dict[str, Any] | None = None, recipe: str | None = None,
+                model_given: bool = False) -> RunConfig:
+    """Validate recipe, then YAML (or ``base``), then overrides into a frozen :class:`RunConfig`, over the
+    demo's settings when the model is built from scratch (:mod:`rlvr.config.defaults`; ``model_given``: a model
+    object will be passed, so the pretrained defaults apply).
 
     Raises :class:`ConfigError` naming every bad field. Every field naming a local file or directory is made
     absolute (:mod:`rlvr.core.paths`: beside the config file, else in the working directory), so the resolved
@@ -219,7 +229,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raw = merge_configs(raw, read_config_file(path))
     raw = apply_overrides(raw, overrides or [])
     try:
-        cfg = RunConfig.model_validate(raw)
+        cfg = RunConfig.model_validate(raw, context={"model_given": model_given})
     except ValidationError as e:
         raise ConfigError(format_validation_error(RunConfig, e)) from None
     # files and directories: beside the config file, else in the working directory, stored absolute

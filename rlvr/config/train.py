@@ -41,9 +41,12 @@ class DistributedConfig(_Section):
 
 class TrainConfig(_Section):
     steps: int = Field(1000, ge=0, description="RL steps (each: rollout, score, update)")
-    micro_batch_size: int = Field(64, gt=0, description="completions per forward/backward")
+    micro_batch_size: int = Field(8, gt=0, description="completions per forward/backward")
     eval_every: int = Field(100, ge=0, description="held-out eval every K steps (0: only before and after)")
-    checkpoint_every: int = Field(250, ge=0, description="checkpoint every K steps (0: only at the end)")
+    checkpoint_every: int = Field(50, ge=0, description="checkpoint every K steps (0: not by steps)")
+    checkpoint_minutes: float | None = Field(10.0, gt=0, description="also checkpoint when this many minutes have "
+                                             "passed since the last checkpoint (RL steps and SFT warm-up steps; "
+                                             "null: not by time)")
     keep_checkpoints: int = Field(2, gt=0, description="most recent checkpoints kept")
     threads: int | None = Field(None, gt=0, description="torch CPU threads (null: auto, see docs/cpu-threads.md)")
     micro_batch_tokens: int | None = Field(None, gt=0, description="padded tokens per micro-batch at most, "
@@ -89,10 +92,12 @@ class SSBConfig(_Section):
 
 
 class SFTConfig(_Section):
-    steps: int = Field(600, ge=0, description="supervised warm-up steps before RL (0: none)")
+    steps: int = Field(0, ge=0, description="supervised warm-up steps before RL (0: none)")
     batch_size: int = Field(64, gt=0, description="examples per SFT step")
-    lr: float = Field(3e-3, gt=0.0, description="SFT peak learning rate (cosine decay)")
+    lr: float = Field(1e-5, gt=0.0, description="SFT peak learning rate (cosine decay)")
     warmup_steps: int = Field(20, ge=0, description="SFT linear warm-up steps")
+    checkpoint_every: int = Field(0, ge=0, description="checkpoint the warm-up every K SFT steps into RUN_DIR/warmup "
+                                                       "(0: by train.checkpoint_minutes, on a stop and at its end)")
     method: Literal["targets", "ssb"] = Field("targets", description="the warm-up: cross-entropy on the reference "
                                                                      "completions, or SSB's self-distillation")
     ssb: SSBConfig = Field(default_factory=SSBConfig, description="SSB's curation and distillation (method ssb)")

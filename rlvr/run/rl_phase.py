@@ -124,6 +124,7 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
             save_checkpoint(run_dir, step, c.model, c.tokenizer, None if world.sharded else c.optimizer,
                             c.scheduler, state, keep, fresh=not world.sharded, model_state=weights,
                             write_extra=lambda folder: _write_extra(c, folder))
+            shutil.rmtree(run_dir / "warmup", ignore_errors=True)  # its result is in every RL checkpoint now
         world.barrier()
 
     health = RunHealth(length_limits(cfg).episode, say=bar.message if bar is not None else None)

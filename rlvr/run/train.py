@@ -30,7 +30,9 @@ from rlvr.run.interrupt import deferred_interrupt
 from rlvr.run.logging import NullDisplay, ProgressDisplay
 from rlvr.run.rl_phase import _eval_at, _run_rl, _stateful, load_state, run_eval, sharded_loader
 from rlvr.run.rundir import lock_run_dir, make_run_dir, run_dir_path
+from rlvr.run.settings import describe_settings
 from rlvr.run.setup import build_components, build_engine, build_task, pick_device, prepare, seed_everything
+from rlvr.sft.checkpoint import WarmupCheckpoint
 from rlvr.sft.sharded import sft_sharded
 from rlvr.sft.supervised import sft
 from rlvr.sft.ssb import curate, distill, write_rows
@@ -48,21 +50,33 @@ def _sft_examples(task: Task):
     return task.examples("sft" if "sft" in task.splits else "train")
 
 
-def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: World | None = None,
-               device: Any = "cpu") -> dict[str, Any]:
-    """SFT with progress; Ctrl-C or SIGTERM finishes the SFT step, saves the model to ``save_to`` and raises
-    ``KeyboardInterrupt`` saying where it is and how to continue from it. Under FSDP the plain SFT warm-up runs
-    sharded on ``device`` (:mod:`rlvr.sft.sharded`); SSB's curation and distillation run on a whole copy on
-    every rank, placed on ``device`` for the phase."""
+def _sft_phase(cfg: RunConfig, model, tok, task: Task, run_dir: Path, world: World | None = None,
+               device: Any = "cpu", resume_hint: str | None = None) -> dict[str, Any]:
+    """SFT with progress and its checkpoint (``run_dir/warmup``, :mod:`rlvr.sft.checkpoint`): a warm-up saved
+    there resumes at its step, exactly; a finished one gives its weights without training. Ctrl-C or SIGTERM
+    finishes the SFT step, saves, and raises ``KeyboardInterrupt`` saying how to continue (``resume_hint``).
+    Under FSDP the plain SFT warm-up runs sharded on ``device`` (:mod:`rlvr.sft.sharded`); SSB's curation and
+    distillation run on a whole copy on every rank, placed on ``device`` for the phase."""
     t0 = time.perf_counter()
     world = world or World()
-    extra: dict[str, Any] = {}
     s = cfg.sft
+    warm = WarmupCheckpoint(run_dir / "warmup", world, s.checkpoint_every, cfg.train.checkpoint_minutes)
+    warm.check_steps(s.steps)
+    st = warm.state
+    if warm.done:  # stopped after its warm-up: the warm-up's result, as it was
+        warm.load_weights(model)
+        if world.main:
+            _say(f"the SFT warm-up finished before the stop ({s.steps} steps): its weights are loaded")
+        return {"sft_seconds": st["seconds"], "sft_final_loss": st["losses"][-1] if st["losses"] else None,
+                "sft_steps": len(st["losses"])}
+    before = float(st["seconds"]) if st else 0.0
+    extra: dict[str, Any] = {}
     if s.method == "ssb":  # curate the model's own robust solutions, then distil them (rlvr.sft.ssb)
         model = model.to(device)  # (FSDP: the policy is still in host memory; back there after the phase)
-        rows = _ssb_rows(cfg, model, tok, task, save_to.parent, world)
+        rows = _ssb_rows(cfg, model, tok, task, run_dir, world)  # from the weights before the warm-up
         extra["ssb_rows"] = len(rows)
-        train_fn = partial(distill, model, tok, rows, s.ssb)
+        teacher = copy.deepcopy(model) if st else None  # the frozen teacher is the model before the warm-up
+        train_fn = partial(distill, model, tok, rows, s.ssb, teacher=teacher)
     else:
         examples = _sft_examples(task)
         if s.under_contexts:  # MEML-GRPO's first stage: every example under each expert prompt too
@@ -73,31 +87,35 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, save_to: Path, world: Wor
         train_fn = partial(sft, model, tok, examples)
         if world.sharded:  # data-parallel on shards (rlvr.sft.sharded); the ranks must stop at the same step
             train_fn = partial(sft_sharded, model, tok, examples, world=world, device=device)
-    bar = ProgressDisplay("SFT", s.steps, every=50) if world.main else NullDisplay()
+    if st:
+        warm.load_weights(model)  # (FSDP: into the whole policy in host memory, which the phase then shards)
+        if world.main:
+            _say(f"resuming the SFT warm-up at step {st['step']} of {s.steps} ({warm.folder})")
+    bar = ProgressDisplay("SFT", s.steps, st["step"] if st else 0, every=50) if world.main else NullDisplay()
     with deferred_interrupt("this SFT step") as interrupted:
-        asked = (lambda: world.any(interrupted()) is not None) if world.sharded and s.method != "ssb" else \
-            (lambda: interrupted() is not None)
+        asked = (lambda: world.any(interrupted()) is not None) if world.distributed else \
+            (lambda: interrupted() is not None)  # every rank stops at the same step
         try:
             losses = train_fn(s.steps, s.batch_size, s.lr, s.warmup_steps, seed=cfg.seed,
                               chat_template=cfg.model.chat_template, micro_batch_size=cfg.train.micro_batch_size,
-                              on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"), stop=asked)
+                              on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"), stop=asked,
+                              checkpoint=warm)
         finally:
             bar.close()
-        stop = world.any(interrupted())  # a signal on any rank stops every rank; rank 0 saves its model
-        if stop:
-            if world.main:
-                model.save_pretrained(save_to, safe_serialization=True)
-                save_tokenizer(tok, save_to)
-                (save_to / "sft_progress.json").write_text(json.dumps(
-                    {"steps_done": len(losses), "steps": cfg.sft.steps, "final_loss": losses[-1] if losses else None}))
+        stop = world.any(interrupted())
+        if stop and len(losses) < s.steps:  # the checkpoint holds the step reached
             raise KeyboardInterrupt(
-                f"{stop} during SFT after step {len(losses)} of {cfg.sft.steps}; the partly trained model "
-                f"is saved in {save_to}. Continue from it with --set model.path={save_to} "
-                f"--set sft.steps={cfg.sft.steps - len(losses)}")
+                f"{stop} during SFT after step {len(losses)} of {s.steps}; the warm-up is saved in {warm.folder}. "
+                + (resume_hint or f"Continue it with: rlvr train --resume {run_dir}"))
     if world.sharded and s.method == "ssb":
         model.to("cpu")
-    return {"sft_seconds": time.perf_counter() - t0, "sft_final_loss": losses[-1] if losses else None,
-            "sft_steps": len(losses), **extra}
+    seconds = before + time.perf_counter() - t0
+    warm.finish(model, s.steps, losses, seconds)
+    if stop:
+        raise KeyboardInterrupt(f"{stop} at the end of the SFT warm-up; it is saved in {warm.folder}. "
+                                + (resume_hint or f"Continue with: rlvr train --resume {run_dir}"))
+    return {"sft_seconds": seconds, "sft_final_loss": losses[-1] if losses else None, "sft_steps": len(losses),
+            **extra}
 
 
 def _ssb_rows(cfg: RunConfig, model, tok, task: Task, out: Path, world: World) -> list:
@@ -144,38 +162,62 @@ def train(cfg: RunConfig, model=None, tokenizer=None, task: Task | None = None) 
         if world.main:
             cfg, out = make_run_dir(cfg)
         world.barrier()
-        out = Path(cfg.out)
-        p = prepare(cfg, model, tokenizer, task, world=world)
-        extra: dict[str, Any] = {"prompts": p.prompts.splits}
-        if cfg.sft.steps:  # replicated on every rank (FSDP: data-parallel on shards)
-            extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out / "sft_model", world, p.device))
-        world.sync_params(p.model)  # rank 0's weights on every rank (before the reference copy)
-        ref = None
-        if needs_reference(cfg):
-            if world.main:
-                p.model.save_pretrained(out / "reference", safe_serialization=True)
-                save_tokenizer(p.tokenizer, out / "reference")
-            ref = copy.deepcopy(p.model).to(p.device).eval().requires_grad_(False)
-        if cfg.model.lora.rank and world.main:  # the frozen base, once: checkpoints then hold the adapter only
-            p.model.save_pretrained(out / "lora_base", safe_serialization=True)
-            save_tokenizer(p.tokenizer, out / "lora_base")
-        seed_everything(cfg.seed)
-        c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
-        with world.full_weights(c.update_module):
-            extra["eval_before"] = _eval_at(cfg, c.engine, p.task, out, 0) if world.main else None
-        return _run_rl(cfg, out, c, 0, extra)
+        return _from_start(cfg, world, Path(cfg.out), model, tokenizer, task)
+
+
+def _from_start(cfg: RunConfig, world: World, out: Path, model=None, tokenizer=None,
+                task: Task | None = None) -> dict[str, Any]:
+    """A run up to its first RL checkpoint: set-up, the warm-up (from its checkpoint when there is one),
+    the reference, the first evaluation, then RL from step 0."""
+    p = prepare(cfg, model, tokenizer, task, world=world)
+    if world.main:
+        describe_settings(cfg, p.model)
+    extra: dict[str, Any] = {"prompts": p.prompts.splits}
+    if cfg.sft.steps:  # replicated on every rank (FSDP: data-parallel on shards)
+        extra.update(_sft_phase(cfg, p.model, p.tokenizer, p.task, out, world, p.device))
+    world.sync_params(p.model)  # rank 0's weights on every rank (before the reference copy)
+    ref = None
+    if needs_reference(cfg):
+        if world.main:
+            p.model.save_pretrained(out / "reference", safe_serialization=True)
+            save_tokenizer(p.tokenizer, out / "reference")
+        ref = copy.deepcopy(p.model).to(p.device).eval().requires_grad_(False)
+    if cfg.model.lora.rank and world.main:  # the frozen base, once: checkpoints then hold the adapter only
+        p.model.save_pretrained(out / "lora_base", safe_serialization=True)
+        save_tokenizer(p.tokenizer, out / "lora_base")
+    seed_everything(cfg.seed)
+    c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
+    with world.full_weights(c.update_module):
+        extra["eval_before"] = _eval_at(cfg, c.engine, p.task, out, 0) if world.main else None
+    return _run_rl(cfg, out, c, 0, extra)
+
+
+def _restart(run_dir: Path, overrides: list[str] | None, task: Task | None) -> dict[str, Any]:
+    """Resume a run stopped before its first RL checkpoint: from its warm-up checkpoint, else from the start
+    (nothing had been saved, so nothing is lost)."""
+    cfg = load_config(run_dir / "config.yaml", overrides)
+    cfg = cfg.model_copy(update={"out": str(run_dir)})
+    world = _world(cfg)
+    with _main_only(world, lock_run_dir(run_dir)):
+        world.barrier()  # every rank read config.yaml before rank 0 rewrites it
+        if overrides and world.main:
+            (run_dir / "config.yaml").write_text(dump_config(cfg))
+        if world.main:
+            warm = WarmupCheckpoint(run_dir / "warmup")
+            where = ("no checkpoint was written before it stopped: starting it again" if warm.state is None else
+                     "after its SFT warm-up" if warm.done else
+                     f"its SFT warm-up at step {warm.state['step']} of {warm.state['steps']}")
+            _say(f"resuming {run_dir}: {where}")
+        return _from_start(cfg, world, run_dir, task=task)
 
 
 def resume(path: str | Path, overrides: list[str] | None = None, task: Task | None = None) -> dict[str, Any]:
     """Continue the run at ``path`` (a run directory or one of its checkpoints); under torchrun on every rank
-    (the world size may differ from the one that wrote the checkpoint)."""
+    (the world size may differ from the one that wrote the checkpoint). A run stopped before its first RL
+    checkpoint continues from its warm-up checkpoint (or from the start, when nothing was saved)."""
     path = Path(path)
-    if not list_checkpoints(path) and (path / "sft_model" / "sft_progress.json").is_file():
-        done = json.loads((path / "sft_model" / "sft_progress.json").read_text())
-        raise FileNotFoundError(
-            f"{path} was stopped during its SFT warm-up (step {done['steps_done']} of {done['steps']}), before any "
-            f"RL checkpoint. Start a new run from the saved model: rlvr train -c {path / 'config.yaml'} --out NEW_DIR "
-            f"--set model.path={path / 'sft_model'} --set sft.steps={done['steps'] - done['steps_done']}")
+    if not list_checkpoints(path) and (path / "config.yaml").is_file() and not (path / "state.json").is_file():
+        return _restart(path, overrides, task)
     ckpt = latest_checkpoint(path)
     run_dir = ckpt.parent.parent
     cfg = load_config(run_dir / "config.yaml", overrides)
@@ -282,7 +324,12 @@ def run_sft(cfg: RunConfig, on_progress: Callable[[int, int], None] | None = Non
         cfg = cfg.model_copy(update={"out": str(out)})
         (out / "config.yaml").write_text(dump_config(cfg))
         p = prepare(cfg, check_scoring=False)
-        done = _sft_phase(cfg, p.model, p.tokenizer, p.task, out / "model")
+        try:
+            done = _sft_phase(cfg, p.model, p.tokenizer, p.task, out, resume_hint="")
+        except KeyboardInterrupt as e:  # the model as trained so far, as a model directory
+            p.model.save_pretrained(out / "model", safe_serialization=True)
+            save_tokenizer(p.tokenizer, out / "model")
+            raise KeyboardInterrupt(f"{e}The model trained so far is in {out / 'model'}") from None
         p.model.save_pretrained(out / "model", safe_serialization=True)
         save_tokenizer(p.tokenizer, out / "model")
         engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -60,11 +60,13 @@ def sharded_step_loss(wrapper, rows: Sequence[Completion], pad: int, world: Worl
 def sft_sharded(model, tokenizer, examples: Sequence[Example], steps: int, batch_size: int, lr: float,
                 warmup_steps: int = 0, seed: int = 0, chat_template: bool = False, micro_batch_size: int = 256,
                 on_step: Callable[[int, float], None] | None = None, stop: Callable[[], bool] | None = None,
-                schedule: str = "warmup_cosine", rows: Sequence[Completion] | None = None, *, world: World,
-                device: torch.device | str) -> list[float]:
+                schedule: str = "warmup_cosine", rows: Sequence[Completion] | None = None, checkpoint: Any = None,
+                *, world: World, device: torch.device | str) -> list[float]:
     """:func:`rlvr.sft.supervised.sft` under FSDP (module docstring): ``model`` (a plain module, anywhere) ends
     with the trained weights; returns each step's loss (the whole step's, on every rank). ``stop()`` must give
-    the same answer on every rank (ask ``world.any``): the ranks stop at the same step."""
+    the same answer on every rank (ask ``world.any``): the ranks stop at the same step. ``checkpoint``: as in
+    :func:`~rlvr.sft.supervised.sft` (the saved weights loaded into ``model`` before the call; the optimizer's
+    shards restored and saved through DCP)."""
     if steps == 0:
         return []
     rows = list(rows) if rows is not None else sft_rows(tokenizer, examples, chat_template)
@@ -73,8 +75,9 @@ def sft_sharded(model, tokenizer, examples: Sequence[Example], steps: int, batch
     wrapper = world.wrap(CompletionLogprobs(trained), device)
     step_loss = sharded_step_loss(wrapper, rows, tokenizer.pad_token_id, world, micro_batch_size, device)
     try:
+        keeper = checkpoint.keeper(wrapper, sharded=True) if checkpoint is not None else None
         losses = train_steps(trained, len(rows), steps, batch_size, lr, warmup_steps, seed, step_loss, schedule,
-                             on_step, stop)
+                             on_step, stop, keeper)
         gather_into(model, trained)  # (a collective) the policy, whole, with the trained weights
     finally:
         del wrapper, trained

@@ -40,7 +40,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -152,11 +152,14 @@ def _logits(model, batch) -> torch.Tensor:
 def distill(model, tokenizer, rows: Sequence[SSBRow], cfg, steps: int, batch_size: int, lr: float,
             warmup_steps: int = 0, seed: int = 0, chat_template: bool = False, micro_batch_size: int = 64,
             on_step: Callable[[int, float], None] | None = None,
-            stop: Callable[[], bool] | None = None) -> list[float]:
-    """``steps`` KD steps of ``model`` toward a frozen copy of itself that reads the teacher prompts."""
+            stop: Callable[[], bool] | None = None, checkpoint: Any = None,
+            teacher: torch.nn.Module | None = None) -> list[float]:
+    """``steps`` KD steps of ``model`` toward a frozen copy of itself that reads the teacher prompts
+    (``teacher``: that copy, made by a caller that resumes the distillation into weights it loaded since;
+    ``checkpoint``: as in :func:`rlvr.sft.supervised.sft`)."""
     if steps == 0 or not rows:
         return []
-    teacher = copy.deepcopy(model).eval().requires_grad_(False)
+    teacher = (teacher if teacher is not None else copy.deepcopy(model)).eval().requires_grad_(False)
     eos = [tokenizer.eos_token_id]
 
     def comp(ex: Example, r: SSBRow) -> Completion:
@@ -190,7 +193,7 @@ def distill(model, tokenizer, rows: Sequence[SSBRow], cfg, steps: int, batch_siz
         return total
 
     return train_steps(model, len(rows), steps, batch_size, lr, warmup_steps, seed, step_loss, on_step=on_step,
-                       stop=stop)
+                       stop=stop, keeper=checkpoint.keeper(model) if checkpoint is not None else None)
 
 
 def write_rows(rows: Sequence[SSBRow], path: Path) -> None:

@@ -265,12 +265,34 @@ def _reward_metrics(task: Any, scores) -> dict[str, float]:
     return out
 
 
+class SaveClock:
+    """``train.checkpoint_minutes``: a checkpoint is due when this long has passed since the last save (or
+    the start); rank 0's clock decides for every rank (one small broadcast a step in a distributed run)."""
+
+    now = staticmethod(time.monotonic)  # (tests replace it)
+
+    def __init__(self, minutes: float | None, world: Any):
+        self.minutes, self.world = minutes, world
+        self.last = self.now()
+
+    def due(self) -> bool:
+        if self.minutes is None:
+            return False
+        return bool(self.world.broadcast(self.now() - self.last >= 60 * self.minutes))
+
+    def wrap(self, save: Callable[[int], None]) -> Callable[[int], None]:
+        def saved(step: int) -> None:
+            save(step)
+            self.last = self.now()
+        return saved
+
+
 def train_loop(cfg: RunConfig, c: Components, start_step: int,
                on_step: Callable[[int, dict[str, float]], None],
                save: Callable[[int], None],
                evaluate: Callable[[int], dict[str, float]] | None = None) -> int:
-    """Run steps ``start_step .. cfg.train.steps - 1``; checkpoint on schedule, on Ctrl-C or SIGTERM (after
-    the step in progress) and at the end.
+    """Run steps ``start_step .. cfg.train.steps - 1``; checkpoint every ``train.checkpoint_every`` steps, when
+    ``train.checkpoint_minutes`` have passed, on Ctrl-C or SIGTERM (after the step in progress) and at the end.
 
     Returns the number of completed steps. A non-finite loss raises before its optimizer step, leaving the
     last checkpoint as the last good state.
@@ -278,6 +300,8 @@ def train_loop(cfg: RunConfig, c: Components, start_step: int,
     source = c.rollouts  # None: each step collects its own rollouts (rl_step)
     total, every = cfg.train.steps, cfg.train.checkpoint_every
     step = start_step
+    clock = SaveClock(cfg.train.checkpoint_minutes, c.world)
+    save = clock.wrap(save)
 
     def finish(step: int, ro=None, t0: float = 0.0) -> int:
         if source is None:
@@ -306,6 +330,8 @@ def train_loop(cfg: RunConfig, c: Components, start_step: int,
                             step = finish(j, ro, time.perf_counter())
                         save(step)
                         raise KeyboardInterrupt(f"{stop}: stopped after step {step}; checkpoint saved")
+                    if source is None and step < end and clock.due():  # by time (an asynchronous producer's
+                        save(step)  # rollouts run ahead within a segment: it saves at the segment's end only)
             finally:
                 if source is not None:
                     source.stop()
