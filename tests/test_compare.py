@@ -229,3 +229,35 @@ def test_significance_and_finals_against_hand_computation():
     assert f["seed_sd"]["accuracy"] == pytest.approx(((5 / 6 - 1 / 2) ** 2 / 2) ** 0.5)
     assert f["mean"]["pass@2"] == pytest.approx((1 + 2 / 3) / 2)
     assert "significant" not in _verdict(s).replace("not significant", "")
+
+
+def test_a_comparison_continues_from_any_directory(tmp_path, monkeypatch):
+    """A shared config with a data file beside it and a variant file in another folder, run from a third
+    directory: every run's config.yaml names the data file absolute (the shared file's paths beside it, not
+    beside the variant's); rerun from a fourth directory, the comparison skips its finished runs instead of
+    refusing them, and a run evaluates from there too."""
+    proj, var, here, there = (tmp_path / n for n in ("proj", "variants", "here", "there"))
+    for d in (proj / "data", var, here, there):
+        d.mkdir(parents=True)
+    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(6) for b in range(6)]
+    (proj / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shared = proj / "shared.yaml"
+    shared.write_text("task: {name: jsonl, train_path: data/train.jsonl, eval_fraction: 0.25}\n")
+    (var / "fast.yaml").write_text("optim: {lr: 0.01}\n")
+    tiny = [o for o in TINY if not o.startswith("task.")]
+    args = ["compare", "--recipe", "grpo", "--variant", str(var / "fast.yaml"), "--seeds", "0", "-c", str(shared),
+            "--out", str(tmp_path / "cmp")] + sum((["--set", o] for o in tiny), [])
+    monkeypatch.chdir(here)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    for name in ("grpo", "fast"):
+        cfg = load_config(tmp_path / "cmp" / "runs" / name / "seed0" / "config.yaml")
+        assert cfg.task.params.train_path == str(proj / "data" / "train.jsonl"), name
+    monkeypatch.chdir(there)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert r.output.count("skip") == 2, r.output
+    r = CliRunner().invoke(app, ["eval", "--model", str(tmp_path / "cmp" / "runs" / "fast" / "seed0"),
+                                 "--samples", "1", "--output", str(there / "e.json")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((there / "e.json").read_text())["task"] == "jsonl"

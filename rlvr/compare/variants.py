@@ -49,7 +49,16 @@ def variant_config(v: Variant, seed: int, out: Path, base: str | Path | None = N
     """The run config of ``v`` at ``seed``: recipe (or shared base, then the variant's YAML), then overrides."""
     sets = list(overrides or []) + [f"seed={seed}", f"out={run_dir_of(out, v, seed)}"]
     if v.config is not None:
-        base_raw = yaml.safe_load(Path(base).read_text()) if base else None
+        base_raw = None
+        if base:  # the shared file's relative paths belong beside it, not beside the variant's file
+            from rlvr.config.errors import ConfigError
+            from rlvr.core.paths import resolved_raw
+
+            base_raw = yaml.safe_load(Path(base).read_text()) or {}
+            try:
+                base_raw = resolved_raw(base_raw, load_config(base).model_dump(mode="json"))
+            except ConfigError:  # valid only with the variant's settings: its paths as written
+                pass
         return load_config(v.config, sets, base=base_raw)
     return load_config(base, sets, recipe=v.recipe)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
-__all__ = ["LocalPath", "LocalPathStr", "resolve_local_paths", "resolve_path"]
+__all__ = ["LocalPath", "LocalPathStr", "resolve_local_paths", "resolve_path", "resolved_raw"]
 
 
 class LocalPath:
@@ -70,3 +70,19 @@ def resolve_local_paths(model: Any, base: Path | None = None) -> Any:
         return value
 
     return walk(model)
+
+
+def resolved_raw(raw: Any, resolved: Any) -> Any:
+    """``raw`` (a config mapping as written) with each path its validated form made absolute: every string leaf
+    whose counterpart in ``resolved`` (the same config loaded and dumped, e.g. ``cfg.model_dump(mode="json")``)
+    is a different, absolute path. For a config merged under another file's (a comparison's shared config under
+    a variant's), whose relative paths belong beside their own file."""
+    if isinstance(raw, dict):
+        return {k: resolved_raw(v, resolved.get(k) if isinstance(resolved, dict) else None) for k, v in raw.items()}
+    if isinstance(raw, list):
+        same = isinstance(resolved, list) and len(raw) == len(resolved)
+        return [resolved_raw(a, b) for a, b in zip(raw, resolved)] if same else raw
+    if isinstance(raw, str) and isinstance(resolved, str) and raw != resolved and Path(resolved).is_absolute() \
+            and not Path(raw).expanduser().is_absolute():
+        return resolved
+    return raw
