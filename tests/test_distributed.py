@@ -497,3 +497,18 @@ def test_vllm_under_torchrun_runs_one_engine_per_rank_and_refuses_tensor_paralle
     with pytest.raises(DistributedSetupError, match="tensor_parallel_size=2 under torchrun is not supported"):
         check_world(tp, World(0, 2))
     check_world(tp, World())  # one process: vLLM decides
+
+
+@pytest.mark.distributed
+def test_no_grad_passes_run_on_fsdp_shards_in_lockstep():
+    """The old / reference log-prob passes under FSDP (rlvr.distributed.fsdp.lockstep_passes): rank 0 runs three
+    forwards, rank 1 one; the ranks keep in step (a rank done runs one-token forwards while another still runs),
+    every log-prob equals the unsharded model's to float rounding, no rank ever holds the whole model, the
+    shards are unchanged and the update runs after (tests/dist_lockstep.py)."""
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(ROOT / "tests" / "dist_lockstep.py")], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=240)
+    ok(proc)
+    lines = sorted(line.split() for line in proc.stdout.splitlines() if line.startswith("ok"))
+    assert [(x[1], x[2]) for x in lines] == [("0", "3"), ("1", "1")], proc.stdout
+    assert all(float(x[3]) <= 1e-6 for x in lines), lines

@@ -6,11 +6,13 @@ root, so every rank keeps ``1 / world`` of the parameters, gradients and optimiz
 The update's forward and backward all-gather a layer's parameters just before it runs and reduce-scatter
 its gradients after (FSDP2's own schedule).
 
-Generation, the extra no-grad passes and evaluation run different numbers of forwards on different ranks
-(a rank's own groups, rank 0's evaluation), which collectives in each forward cannot allow. They run
-inside :func:`full_weights`: every rank all-gathers the whole model once, forwards then need no
-collective, and the shards come back after. That costs one full copy of the weights per rank during
-generation (what verl's colocated rollout also holds), not of the gradients or optimizer state.
+Generation and evaluation run different numbers of forwards on different ranks (a rank's own groups, rank
+0's evaluation), which collectives in each forward cannot allow. They run inside :func:`full_weights`: every
+rank all-gathers the whole model once, forwards then need no collective, and the shards come back after. That
+costs one full copy of the weights per rank during generation (what verl's colocated rollout also holds), not
+of the gradients or optimizer state; an engine with weights of its own (vLLM) needs none. The no-grad passes
+(old and reference log-probs, token statistics) run on the shards instead, the ranks kept in lockstep
+(:func:`lockstep_passes`): one decoder layer gathered at a time.
 
 Checkpoints: the model as a full Hugging Face directory (gathered; rank 0 writes it) and the optimizer
 sharded through ``torch.distributed.checkpoint`` (``optimizer_dcp/``, one file per rank, resharded on
@@ -26,7 +28,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-__all__ = ["shard", "full_weights", "full_state_dict", "save_optimizer", "load_optimizer", "local_value",
+__all__ = ["shard", "full_weights", "lockstep_passes", "full_state_dict", "save_optimizer", "load_optimizer", "local_value",
            "gather_into", "scatter_from", "streamed_weights"]
 
 
@@ -80,6 +82,48 @@ def full_weights(root: torch.nn.Module) -> Iterator[None]:
         for m in mods:
             m.reshard()
             m.set_reshard_after_forward(True, recurse=False)
+
+
+def _body(root: torch.nn.Module) -> torch.nn.Module | None:
+    """The module whose forward runs every decoder-layer unit once, in order (a Llama / Qwen ``model.model``:
+    the parent of the ``ModuleList`` that holds them all); None when the units live in more than one list (a
+    vision tower's blocks beside the decoder's layers)."""
+    units = {id(u) for u in _fsdp_modules(root.model)}  # (sharded, a unit's class is FSDP<its class>)
+    for parent in root.model.modules():
+        for child in parent.children():
+            if isinstance(child, torch.nn.ModuleList) and units and units == {id(m) for m in child}:
+                return parent
+    return None
+
+
+@contextlib.contextmanager
+def lockstep_passes(root: torch.nn.Module, world: Any) -> Iterator[None]:
+    """No-grad forwards of the policy (``root.model``, the bare model) on shards, whatever number each rank runs.
+
+    The root unit (embeddings, final norm, head) is unsharded for the block; each decoder layer is all-gathered
+    as it runs and freed after (FSDP2's own forward), so a rank holds one layer beside its shards, never the whole
+    model. FSDP's per-layer all-gathers pair up only if every rank runs the same number of forwards, so the
+    ranks keep in step: each forward of the decoder first all-reduces "I have a forward to run" (a pre-hook),
+    and a rank whose passes are done runs a one-token forward for every forward another rank still runs, until
+    no rank has one (every rank then leaves together). Inside the block a rank may run no other collective.
+    Falls back to :func:`full_weights` when the decoder's layers are not one list (vision towers)."""
+    body = _body(root)
+    if body is None:
+        with full_weights(root):
+            yield
+        return
+    device = next(p for p in root.parameters()).device
+    pad = torch.zeros((1, 1), dtype=torch.long, device=device if device.type != "meta" else "cpu")
+    root.unshard()  # (a collective, on every rank at the block's start)
+    handle = body.register_forward_pre_hook(lambda module, args: world.sum([1.0]) and None, prepend=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+        with torch.no_grad():
+            while world.sum([0.0])[0] > 0:  # another rank runs a forward: its layers' all-gathers need ours
+                body(input_ids=pad, use_cache=False)
+        root.reshard()
 
 
 def _dim0_sharded(t: Any) -> bool:

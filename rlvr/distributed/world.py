@@ -220,16 +220,18 @@ class World:
         """A sampling seed for this rank's share (rank 0 keeps ``seed``; others get independent streams)."""
         return (seed + self.rank * SEED_STRIDE) % (2**31 - 1)
 
-    def gather_rows(self, n: int, groups: torch.Tensor, fn: Callable[[torch.Tensor], dict[str, torch.Tensor]]
-                    ) -> dict[str, torch.Tensor]:
+    def gather_rows(self, n: int, groups: torch.Tensor, fn: Callable[[torch.Tensor], dict[str, torch.Tensor]],
+                    sharded: Any = None) -> dict[str, torch.Tensor]:
         """``fn(rows)`` over this rank's whole groups of an ``n``-row batch, gathered into ``[n, ...]`` tensors
         on every rank (CPU when distributed); ``groups`` is the batch's group index. Trailing dimensions are
-        padded with zeros to the largest rank's (a rank's rows may have shorter completions)."""
+        padded with zeros to the largest rank's (a rank's rows may have shorter completions). ``sharded``: the
+        FSDP root whose bare model ``fn`` runs forwards of (:func:`rlvr.distributed.fsdp.lockstep_passes`)."""
         if not self.distributed:
             return fn(torch.arange(n))
         ids = torch.unique(groups.cpu())
         rows = torch.nonzero(torch.isin(groups.cpu(), ids[self.rank:: self.size])).flatten()
-        part = {k: v.cpu() for k, v in fn(rows).items()} if len(rows) else {}
+        with self.passes(sharded):
+            part = {k: v.cpu() for k, v in fn(rows).items()} if len(rows) else {}
         parts = self.gather((rows, part))
         out: dict[str, torch.Tensor] = {}
         for key in sorted({k for _, p in parts for k in p}):
@@ -274,6 +276,15 @@ class World:
         else:
             with module.no_sync():
                 yield
+
+    def passes(self, module: Any) -> contextlib.AbstractContextManager:
+        """No-grad forwards of ``module``'s bare model for the block, each rank its own number: with FSDP on the
+        shards, the ranks in lockstep (:func:`rlvr.distributed.fsdp.lockstep_passes`); otherwise nothing to do."""
+        if self.sharded and module is not None:
+            from rlvr.distributed.fsdp import lockstep_passes
+
+            return lockstep_passes(module, self)
+        return contextlib.nullcontext()
 
     def full_weights(self, module: Any) -> contextlib.AbstractContextManager:
         """The whole model on every rank for the block (generation, no-grad passes, evaluation, saving):

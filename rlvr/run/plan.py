@@ -26,8 +26,8 @@ b_w is model.dtype's bytes (auto: bfloat16 on a GPU, float32 on the CPU), b_c th
 precision or autocast: 2). In the update, what the forward keeps for the backward (activations, logits) and the
 gradients are not held at once (set to None before each minibatch, they are allocated as the backward frees
 the activations): the update takes what is held plus the larger of the two. The peak is the larger of the
-update, the no-grad passes (old and reference log-probs; FSDP gathers the whole model for them, in the compute
-dtype) and generation. The activation constants were fitted on CPU runs (``benchmarks/plan_memory.py``, figures in
+update, the no-grad passes (old and reference log-probs; under FSDP on the shards, with the embeddings, the head
+and one decoder layer gathered in the compute dtype) and generation. The activation constants were fitted on CPU runs (``benchmarks/plan_memory.py``, figures in
 ``benchmarks/README.md``); a GPU's allocator and kernels (FlashAttention) differ, so on a GPU read the
 activations as an estimate and leave a margin.
 """
@@ -124,6 +124,12 @@ def longest_prompt(cfg: Any, limit: int = 5000) -> int | None:
     return min(longest, cfg.data.max_prompt_tokens) if cfg.data.max_prompt_tokens else longest
 
 
+def _layer_params(s) -> int:
+    """One decoder layer's parameters from the shape: attention (q, k, v, o), the gated MLP and two norms."""
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    return s.hidden * (2 * q + 2 * kv) + 3 * s.hidden * s.intermediate + 2 * s.hidden
+
+
 def plan_memory(cfg: Any, world_size: int = 1, device: str | None = None, prompt_tokens: int | None = None,
                 shape: Shape | None = None, card_gib: float | None = None) -> Plan:
     """The per-device memory of ``cfg``'s run on ``world_size`` ranks (:class:`Plan`; module docstring).
@@ -159,11 +165,14 @@ def plan_memory(cfg: Any, world_size: int = 1, device: str | None = None, prompt
                                               card_bytes=(card_gib or 80.0) * GIB, sharded=fsdp))
     # FSDP: the whole model gathered on every rank while generating, for an engine that runs the trainer's model
     whole = weights if fsdp and mem.trainer_weights else 0.0
-    passes = weights / shard + (s.params * bc if fsdp else 0.0)  # FSDP: gathered whole, in the compute dtype
+    # FSDP: the passes run on the shards in lockstep, the root unit (embeddings, norm, head) and one decoder layer
+    # gathered in the compute dtype (rlvr.distributed.fsdp.lockstep_passes)
+    layer = _layer_params(s)
+    passes = weights / shard + ((max(0, s.params - s.layers * layer) + layer) * bc if fsdp else 0.0)
     out.parts.append(Part("weights", weights / shard, weights / shard + whole,
                           f"{s.params / 1e9:.2f}B params x {bw} B" + (f", 1/{n} sharded" if fsdp else "")
                           + (", gathered whole to generate" if whole else "")
-                          + (", and for the no-grad passes" if fsdp else ""), passes=passes))
+                          + (", one layer at a time for the no-grad passes" if fsdp else ""), passes=passes))
     t = s.trainable
     out.parts.append(Part("gradients", t * bw / shard, 0.0, "from the backward on; freed after each step",
                           "backward"))

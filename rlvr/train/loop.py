@@ -192,11 +192,10 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro: Rollouts, t0: float
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     needs = step_needs(cfg, c, step)
     extras = {}
-    if needs:
-        with c.world.full_weights(c.update_module):
-            extras = c.world.gather_rows(batch.size, batch.group_index, lambda rows: compute_extras(
-                needs, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
-                [examples[i] for i in rows.tolist()], cfg.algorithm))
+    if needs:  # (FSDP: on the shards, one decoder layer gathered at a time)
+        extras = c.world.gather_rows(batch.size, batch.group_index, lambda rows: compute_extras(
+            needs, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
+            [examples[i] for i in rows.tolist()], cfg.algorithm), sharded=c.update_module)
         extras = {k: v.to(c.device) for k, v in extras.items()}
     old = extras.pop("old_logp", None)
     if cfg.algorithm.old_logp == "behaviour":

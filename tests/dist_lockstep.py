@@ -1,0 +1,77 @@
+"""Under torchrun (2 ranks, gloo): no-grad passes on FSDP shards (rlvr.distributed.fsdp.lockstep_passes). Rank 0
+runs three forwards of different shapes, rank 1 one (and then none): every log-prob equals the unsharded
+model's; while the passes run, every decoder layer stays sharded between its forwards (a rank never holds the
+whole model); the shards are untouched afterwards and the update's forward still works.
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 tests/dist_lockstep.py
+
+Prints ``ok RANK FORWARDS MAXDIFF`` for every rank (rank 0 prints).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from rlvr.config.run import load_config
+from rlvr.core.batch import build_batch
+from rlvr.core.types import Completion
+from rlvr.distributed.fsdp import _units
+from rlvr.distributed.world import init_world
+from rlvr.models import build_tiny_model, char_tokenizer
+from rlvr.models.logprobs import CompletionLogprobs, completion_logprobs
+
+
+def batches(tok, rank: int):
+    def row(p, c):
+        return Completion("x", tok(p)["input_ids"], tok(c)["input_ids"], None, "stop", c)
+
+    mine = {0: [[row("12+7=", "19"), row("3+4=", "7")], [row("1+1=", "2")], [row("40+41=", "81"), row("2+9=", "11"),
+                                                                              row("5+5=", "10")]],
+            1: [[row("8+8=", "16"), row("9+1=", "10")]]}[rank]
+    return [build_batch(rows, [0.0] * len(rows), tok.pad_token_id) for rows in mine]
+
+
+def main() -> None:
+    world = init_world("gloo", strategy="fsdp")
+    torch.set_num_threads(1)
+    cfg = load_config(overrides=["model.tiny.hidden_size=32", "model.tiny.intermediate_size=64",
+                                 "model.tiny.num_layers=3"])
+    tok = char_tokenizer()
+    model = build_tiny_model(cfg.model.tiny, tok, seed=0)
+    plain = copy.deepcopy(model)
+    wrapper = world.wrap(CompletionLogprobs(model), "cpu")
+    before = {k: v.to_local().clone() for k, v in wrapper.state_dict().items()}
+    layers = [m for m in model.modules() if type(m).__name__.startswith("FSDP")]
+    assert len(layers) == 3 and not _units(model)  # (sharded, a layer's class is FSDP<its class>)
+    seen_whole = []
+
+    def watch(module, args, out):  # after each layer's forward: every layer's parameters are shards again
+        seen_whole.append(any(p.to_local().shape != p.shape for L in layers for p in L.parameters()))
+
+    hooks = [L.register_forward_hook(watch) for L in layers]
+    diffs, n = [], 0
+    with torch.no_grad(), world.passes(wrapper):
+        for b in batches(tok, world.rank):
+            got, _ = completion_logprobs(model, b)
+            want, _ = completion_logprobs(plain, b)
+            diffs.append(float(((got - want) * b.completion_mask).abs().max()))
+            n += 1
+    for h in hooks:
+        h.remove()
+    assert seen_whole and all(seen_whole), seen_whole  # never the whole model: other layers stayed sharded
+    after = {k: v.to_local() for k, v in wrapper.state_dict().items()}
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    b = batches(tok, 0)[0]
+    logp, _ = wrapper(b)  # the update's forward and backward still run
+    (-(logp * b.completion_mask).sum()).backward()
+    assert all(p.grad is not None for p in wrapper.parameters() if p.requires_grad)
+    for rank, k, d in world.gather((world.rank, n, max(diffs))):
+        if world.main:
+            print("ok", rank, k, f"{d:.3g}", flush=True)
+    world.finish()
+
+
+if __name__ == "__main__":
+    main()
