@@ -211,10 +211,8 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
     sets = list(set_ or []) + [f"eval.{k}={v}" for k, v in
                                (("samples", samples), ("num_examples", num_examples), ("split", split),
                                 ("search.name", search), ("search.prm", prm)) if v is not None]
-    if config is None and model is not None:
-        config = _run_config_of(model)
-    # a model directory outside any run: evaluated with the pretrained defaults (rlvr.config.defaults)
-    cfg = _config(config, sets, model_given=model is not None and config is None)
+    config = _run_config_of(model) if config is None and model is not None else config
+    cfg = _config(config, sets, model_given=model is not None and config is None)  # outside a run: pretrained
     bars: list = []
 
     def progress(done: int, total: int) -> None:

@@ -35,6 +35,7 @@ from rlvr.core.paths import resolve_local_paths
 from rlvr.config.train import SFTConfig, TrainConfig
 from rlvr.core import yaml_io
 from rlvr.engines.native_config import native_problems
+from rlvr.engines.vllm_config import vllm_problems
 from rlvr.models.config import ModelConfig
 from rlvr.optim import OPTIMIZERS
 from rlvr.rollout.strategies.base import ROLLOUT_STRATEGIES
@@ -121,7 +122,7 @@ class RunConfig(Section):
         if self.rollout.producer_threads and self.rollout.engine == "vllm":
             problems.append("rollout.producer_threads cannot apply with rollout.engine=vllm: vLLM's CPU kernels run on "
                             "the thread count its engine was planned with (train.threads)")
-        problems += native_problems(self.rollout)
+        problems += native_problems(self.rollout) + vllm_problems(self)
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

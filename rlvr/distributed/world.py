@@ -278,13 +278,10 @@ class World:
                 yield
 
     def passes(self, module: Any) -> contextlib.AbstractContextManager:
-        """No-grad forwards of ``module``'s bare model for the block, each rank its own number: with FSDP on the
-        shards, the ranks in lockstep (:func:`rlvr.distributed.fsdp.lockstep_passes`); otherwise nothing to do."""
-        if self.sharded and module is not None:
-            from rlvr.distributed.fsdp import lockstep_passes
+        """No-grad forwards of ``module``'s bare model, each rank its own number (FSDP: :func:`lockstep_passes`)."""
+        from rlvr.distributed.fsdp import lockstep_passes
 
-            return lockstep_passes(module, self)
-        return contextlib.nullcontext()
+        return lockstep_passes(module, self) if self.sharded and module is not None else contextlib.nullcontext()
 
     def full_weights(self, module: Any) -> contextlib.AbstractContextManager:
         """The whole model on every rank for the block (generation, no-grad passes, evaluation, saving):

@@ -10,7 +10,7 @@ import torch
 from transformers import (AutoImageProcessor, AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
-from rlvr.models.checks import ModelDirError, check_model_dir
+from rlvr.models.checks import ModelDirError, check_finite, check_model_dir, check_weight_files
 from rlvr.models.config import ModelConfig
 from rlvr.models.tiny import build_tiny_model, char_tokenizer, tiny_image_processor, vlm_tokenizer
 from rlvr.models.vision import SUPPORTED_VLMS, VisionProcessor, bind_vision
@@ -82,16 +82,39 @@ def load_model(cfg: ModelConfig, seed: int = 0, device: Any = "cpu") -> tuple[Pr
     if vlm and config.get("model_type") not in SUPPORTED_VLMS:
         raise ModelDirError(f"{path / 'config.json'}: a vision-language model of family {config.get('model_type')!r}; "
                             f"rlvr reads the families {', '.join(SUPPORTED_VLMS)}")
+    check_weight_files(path)
     try:
         auto = AutoModelForImageTextToText if vlm else AutoModelForCausalLM
         model = auto.from_pretrained(str(path), dtype=dtype, local_files_only=True)
-    except (OSError, ValueError, KeyError) as e:
-        raise ModelDirError(f"{path}: cannot load the model ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    except _LOAD_ERRORS as e:
+        raise ModelDirError(f"{path}: cannot load the model ({type(e).__name__}: {_first_line(e)})") from None
+    check_finite(model, path)
     if vlm:
         bind_vision(model, tok, _vision_processor(path, model, tok))
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
+
+
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What ``from_pretrained`` raises for weights it cannot read: a missing or unreadable file, a damaged
+    safetensors file (``SafetensorError``), a damaged ``pytorch_model.bin`` (a zip or pickle error), weights
+    whose shapes do not match the config."""
+    import pickle
+    import zipfile
+
+    from safetensors import SafetensorError
+
+    return OSError, ValueError, KeyError, RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, \
+        SafetensorError
+
+
+_LOAD_ERRORS = _load_errors()
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else "no message"
 
 
 def _vision_processor(path: Path, model, tok) -> VisionProcessor:

@@ -3,6 +3,8 @@
 :func:`model_shape` builds the model from its ``config.json`` on the ``meta`` device (no weights are read, no
 memory is taken) and counts its parameters exactly, and those of ``model.lora``'s adapters. ``rlvr plan``
 (:mod:`rlvr.run.plan`) and the engines' memory rules (:data:`rlvr.engines.base.ENGINE_MEMORY`) read it.
+:func:`head_size` reads the attention head size alone, from the config's numbers (no transformers import),
+for checks that run when a config is loaded.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Shape", "model_shape"]
+__all__ = ["Shape", "model_shape", "head_size", "config_head_size"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +80,34 @@ def model_shape(model_cfg: Any) -> Shape:
     return Shape(params, text.hidden_size, text.num_hidden_layers, text.num_attention_heads,
                  getattr(text, "num_key_value_heads", None) or text.num_attention_heads, text.intermediate_size,
                  text.vocab_size, lora, getattr(text, "head_dim", None) or 0)
+
+
+def config_head_size(config: dict[str, Any]) -> int | None:
+    """The attention head size a transformers ``config.json`` (as a dict) gives its text model: its
+    ``head_dim`` where it sets one (Qwen3, Gemma), else width / heads; ``None`` when the fields are absent."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    if isinstance(text.get("head_dim"), int) and text["head_dim"] > 0:
+        return text["head_dim"]
+    width = _first_int(text, ("hidden_size", "n_embd", "d_model"))
+    heads = _first_int(text, ("num_attention_heads", "n_head", "num_heads"))
+    return width // heads if width and heads else None
+
+
+def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The first of ``keys`` that ``config`` sets to an integer (architectures name a field differently)."""
+    return next((config[k] for k in keys if isinstance(config.get(k), int)), None)
+
+
+def head_size(model_cfg: Any) -> int | None:
+    """The policy's attention head size: ``model.tiny.hidden_size / num_heads``, or read from
+    ``model.path``'s ``config.json``; ``None`` when that file is missing or unreadable (the model's loading
+    reports it)."""
+    if model_cfg.path is None:
+        return model_cfg.tiny.hidden_size // model_cfg.tiny.num_heads
+    import json
+
+    try:
+        config = json.loads((Path(model_cfg.path).expanduser() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config_head_size(config) if isinstance(config, dict) else None

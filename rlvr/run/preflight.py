@@ -1,7 +1,8 @@
 """Checks run when a run is set up, before any work: each failure is one clear :class:`SetupError`.
 
 They cover what a config cannot know until the model, the data and the installed packages are at hand:
-optional packages that a setting needs, a CUDA device, a chat template the tokenizer lacks, a group size
+optional packages that a setting needs, a CUDA device, a model vLLM's CPU attention cannot serve, a Ray
+cluster too small for the actors asked of it, a chat template the tokenizer lacks, a group size
 that leaves a group-relative advantage nothing to compare, and (via :mod:`rlvr.run.prompt_limits`)
 prompts longer than the model's context.
 """
@@ -15,7 +16,7 @@ import torch
 from rlvr.algorithms.registry import ADVANTAGES, AdvantageInputs, call
 
 __all__ = ["SetupError", "check_packages", "check_device", "check_chat_template", "check_group_size",
-           "check_compiler"]
+           "check_compiler", "check_vllm", "check_ray"]
 
 _BACKEND_MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 
@@ -41,6 +42,35 @@ def check_packages(cfg) -> None:
     if cfg.rollout.engine == "vllm" and cfg.rollout.vllm.sleep_mode and not torch.cuda.is_available():
         raise SetupError("rollout.vllm.sleep_mode=true needs a GPU (vLLM's sleep mode frees CUDA memory); set it to "
                          "false on CPU")
+
+
+def check_vllm(cfg, device, model=None, model_cfg=None) -> None:
+    """A vLLM engine can serve the model where it runs (its CPU attention takes a few head sizes only), checked
+    before the model is loaded, so a refusal does not wait for the SFT warm-up. The model is ``model`` (an
+    object the run was given), else ``model_cfg`` (a checkpoint's or evaluated directory's), else ``cfg.model``."""
+    from rlvr.engines.vllm_config import vllm_problems
+
+    config = model.config.to_dict() if model is not None and hasattr(model, "config") else None
+    problems = vllm_problems(cfg, device, model_cfg, config)
+    if problems:
+        raise SetupError("; ".join(problems))
+
+
+def check_ray(cfg) -> None:
+    """Rollout workers (``rollout.engine: ray``) and scoring tasks (``scoring.backend: ray``) fit the Ray cluster
+    the run joins (or starts), checked before the model is loaded: Ray would otherwise queue what it cannot
+    place and the run would wait at its first generation, silently
+    (:mod:`rlvr.distributed.ray_resources`)."""
+    from rlvr.distributed.ray_resources import RayResourceError, check_ray_resources, ray_asks
+
+    asks = ray_asks(cfg)
+    if asks:
+        from rlvr.distributed.ray_engine import _connect
+
+        try:
+            check_ray_resources(_connect(cfg.rollout.ray.address), asks)
+        except RayResourceError as e:
+            raise SetupError(str(e)) from None
 
 
 def check_device(name: str) -> None:

@@ -43,7 +43,7 @@ from rlvr.train.loop import Components, collect_step
 from rlvr.train.update import UpdateSettings
 from rlvr.distributed.async_rollouts import async_rollouts, rollout_copy, wants_async
 from rlvr.run.preflight import (SetupError, check_chat_template, check_compiler, check_device, check_group_size,
-                                  check_packages)
+                                  check_packages, check_ray, check_vllm)
 from rlvr.run.prompt_limits import PromptReport, fit_prompts
 from rlvr.run.threads import apply_threads
 
@@ -93,6 +93,8 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     world = world or World()
     device = world.device_for(pick_device(cfg.device))
     check_compiler(cfg, device)
+    check_vllm(cfg, device, model, model_cfg)
+    check_ray(cfg)
     warning = check_group_size(cfg)
     if warning:
         _say(warning)
