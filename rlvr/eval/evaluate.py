@@ -157,12 +157,29 @@ def _majority_correct(answers: list[str | None], correct: list[float]) -> float:
 def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None = None, samples: int = 1,
              temperature: float = 0.0, max_new_tokens: int = 16, seed: int = 0,
              report_greedy: bool = False, top_p: float = 1.0,
-             on_progress: Progress | None = None) -> dict[str, Any]:
+             on_progress: Progress | None = None, scorer: Any = None) -> dict[str, Any]:
     """Evaluate ``engine`` on ``task``'s ``split``; see the module docstring for what is returned.
 
     Greedy decoding (``temperature`` 0) takes one sample per prompt. With ``report_greedy`` and a
-    temperature above 0, the greedy accuracy is added as ``greedy_accuracy``.
+    temperature above 0, the greedy accuracy is added as ``greedy_accuracy``. Every completion is scored under
+    the deadline of ``scorer`` (a :class:`rlvr.tasks.scoring.Scorer` of ``task``; default one worker, 30 s): one
+    that overruns scores 0 and is counted in ``score_timeouts``.
     """
+    from rlvr.tasks.scoring import Scorer
+
+    own = scorer is None
+    scorer = scorer if scorer is not None else Scorer(task)
+    try:
+        return _evaluate(engine, task, split, num_examples, samples, temperature, max_new_tokens, seed,
+                         report_greedy, top_p, on_progress, scorer)
+    finally:
+        if own:
+            scorer.close()
+
+
+def _evaluate(engine, task: Task, split: str, num_examples: int | None, samples: int, temperature: float,
+              max_new_tokens: int, seed: int, report_greedy: bool, top_p: float, on_progress: Progress | None,
+              scorer: Any) -> dict[str, Any]:
     examples = task.examples(split)[:num_examples] if num_examples else task.examples(split)
     if not examples:
         raise ValueError(f"task {task.name!r} split {split!r} has no examples to evaluate")
@@ -171,8 +188,12 @@ def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None =
     comps = _generate(engine, list(examples), n, sampling, on_progress)
     groups = rendering_groups(examples)
     per_prompt = []
+    flat = [(ex, c) for ex, cs in zip(examples, comps) for c in cs]  # episodes: env_info for the verifier
+    all_scores, stats = scorer.score_many([scored_example(ex, c) for ex, c in flat], [c.text for _, c in flat],
+                                          groups=False)
+    at = 0
     for ex, cs, group in zip(examples, comps, groups):
-        scores = [task.score(scored_example(ex, c), c.text) for c in cs]  # episodes: env_info for the verifier
+        scores, at = all_scores[at: at + len(cs)], at + len(cs)
         per_prompt.append({
             "id": ex.id, "group": group, "task": ex.task,
             "correct": [s.components.get("correct", 0.0) for s in scores],
@@ -181,11 +202,12 @@ def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None =
             "answers": [answer_key(c.text, s.info) for c, s in zip(cs, scores)],
         })
     if report_greedy and temperature > 0:
-        greedy = evaluate(engine, task, split, num_examples, 1, 0.0, max_new_tokens, seed)
+        greedy = evaluate(engine, task, split, num_examples, 1, 0.0, max_new_tokens, seed, scorer=scorer)
         for rec, g in zip(per_prompt, greedy["per_prompt"]):
             rec["greedy_correct"] = g["correct"][0]
     return {**summarise(per_prompt, seed), "num_examples": len(examples), "samples": n,
-            "temperature": temperature, "split": split, "per_prompt": per_prompt}
+            "temperature": temperature, "split": split, "score_timeouts": int(stats["score/timeouts"]),
+            "per_prompt": per_prompt}
 
 
 def scalar_metrics(result: dict[str, Any]) -> dict[str, float]:

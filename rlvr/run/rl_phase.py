@@ -45,10 +45,17 @@ def _write_extra(c: Components, folder) -> None:
 
 
 def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress=None) -> dict[str, Any]:
-    e = cfg.eval
-    return evaluate(engine, task, e.split, e.num_examples, e.samples, e.temperature,
-                    length_limits(cfg).completion, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
-                    report_greedy=e.report_greedy, on_progress=on_progress)
+    """The configured evaluation, every completion scored under the run's deadline (``scoring``)."""
+    from rlvr.tasks.scoring import Scorer
+
+    e, s = cfg.eval, cfg.scoring
+    scorer = Scorer(task, s.workers, s.timeout_s)
+    try:
+        return evaluate(engine, task, e.split, e.num_examples, e.samples, e.temperature,
+                        length_limits(cfg).completion, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
+                        report_greedy=e.report_greedy, on_progress=on_progress, scorer=scorer)
+    finally:
+        scorer.close()
 
 
 def _eval_at(cfg: RunConfig, engine, task: Task, run_dir: Path, step: int,

@@ -113,7 +113,7 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     if any(s["dropped"] or s["truncated"] for s in report.splits.values()):
         _say(report.summary())
     if check_scoring and "train" in task.splits:
-        check_verifier(task, task.examples("train"))
+        check_verifier(task, task.examples("train"), timeout_s=cfg.scoring.timeout_s)
     # FSDP shards the policy before it is placed (rlvr.distributed.fsdp.shard): it stays in host memory until then
     return Prepared(model if world.sharded else model.to(device), tokenizer, task, device, report, threads)
 

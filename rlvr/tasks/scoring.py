@@ -2,9 +2,12 @@
 
 Verifiers that run external work (the code sandbox, SQL, the symbolic-math workers) bound and kill that work
 themselves; the pool (``scoring.workers`` threads, one by default) adds concurrency for them and one more
-guard, whatever the number of workers: a completion whose scoring outlives ``timeout_s`` scores 0 with reason
-``"timeout"`` and the step goes on (a Python thread cannot be killed, so a verifier that hangs in pure Python
-keeps its thread, and the next call gets fresh ones; it is reported, never waited for). A reward that is NaN or
+guard, whatever the number of workers: a completion whose scoring runs longer than ``timeout_s`` (counted from
+the start of its own call, not from the step's) scores 0 with reason ``"timeout"`` and the step goes on. A
+Python thread cannot be killed, so a verifier that hangs in pure Python keeps its thread; the pool's threads are
+daemons and a fresh one takes the stuck one's place (:class:`rlvr.core.daemon_pool.DaemonPool`), so the calls
+behind it go on and the process still exits. The same deadline holds in training, evaluation and ``rlvr
+verify``. A reward that is NaN or
 infinite stops the run with :class:`ScoringError`, naming the task, the example and the completion. Timeouts and
 verifier errors are counted and reported in the step metrics as ``score/timeouts`` and ``score/errors``.
 
@@ -27,12 +30,12 @@ the gold answers of a few examples before any training, so a function that alway
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import math
 import sys
 import time
 from typing import Any, Callable, Sequence
 
+from rlvr.core.daemon_pool import DaemonPool, wait_each
 from rlvr.core.types import Example, Score
 
 __all__ = ["Scorer", "ScoreStats", "ScoringError", "check_verifier"]
@@ -83,45 +86,32 @@ class Scorer:
         from rlvr.tasks.appeals import AppealState
 
         self.appeal = AppealState()  # scoring.appeal's running false-negative estimate (checkpointed)
-        self._pool = pool  # e.g. rlvr.distributed.ray_engine.RayPool; else threads (one: the deadline still holds)
-        self._own_pool = pool is None
-        if pool is None:
-            self._pool = self._threads()
+        # e.g. rlvr.distributed.ray_engine.RayPool (one deadline for a call's futures); else daemon threads
+        self._pool = pool if pool is not None else DaemonPool(workers, "rlvr-score")
 
-    def _threads(self) -> cf.ThreadPoolExecutor:
-        return cf.ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="rlvr-score")
-
-    def _renew(self) -> None:
-        """After a timeout: the stuck threads cannot be killed, so the next call gets fresh ones (with one worker,
-        a verifier that hangs would otherwise hold every later completion behind it)."""
-        if self._own_pool:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = self._threads()
-
-    def score_many(self, examples: Sequence[Example], texts: Sequence[str]) -> tuple[list[Score], ScoreStats]:
+    def score_many(self, examples: Sequence[Example], texts: Sequence[str],
+                   groups: bool = True) -> tuple[list[Score], ScoreStats]:
+        """Score ``texts`` (one per example) under the deadline; ``groups``: then the task's ``score_group``
+        hook (training; evaluation scores each completion alone)."""
         t0 = time.perf_counter()
-        batched = getattr(self.task, "batched", False)
-        if batched:
-            future = self._pool.submit(self.task.score_batch, examples, texts)
-            try:
-                scores, timeouts = list(future.result(timeout=self.timeout_s)), 0
-            except cf.TimeoutError:
-                future.cancel()
-                scores, timeouts = [TIMEOUT] * len(texts), len(texts)
+        own = self._pool if isinstance(self._pool, DaemonPool) else None
+        if getattr(self.task, "batched", False):
+            ((got, status),) = wait_each([self._pool.submit(self.task.score_batch, examples, texts)], self.timeout_s,
+                                         own)
+            if status == "error":
+                raise got
+            scores = [TIMEOUT] * len(texts) if status == "timeout" else list(got)
+            timeouts = len(texts) if status == "timeout" else 0
         else:
-            futures = [self._pool.submit(self.task.score, e, t) for e, t in zip(examples, texts)]
-            deadline = t0 + self.timeout_s
-            scores, timeouts = [], 0
-            for f in futures:
-                try:
-                    scores.append(f.result(timeout=max(0.0, deadline - time.perf_counter())))
-                except cf.TimeoutError:
-                    f.cancel()
-                    scores.append(TIMEOUT)
-                    timeouts += 1
-        if timeouts:
-            self._renew()
-        scores = self._score_groups(examples, texts, scores)
+            done = wait_each([self._pool.submit(self.task.score, e, t) for e, t in zip(examples, texts)],
+                             self.timeout_s, own)
+            for got, status in done:
+                if status == "error":
+                    raise got
+            scores = [TIMEOUT if status == "timeout" else got for got, status in done]
+            timeouts = sum(status == "timeout" for _, status in done)
+        if groups:
+            scores = self._score_groups(examples, texts, scores)
         self._check_finite(examples, texts, scores)
         errors = self._check_errors(scores)
         stats = ScoreStats({"score/timeouts": float(timeouts), "score/errors": float(errors),
@@ -183,9 +173,10 @@ class Scorer:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def check_verifier(task, examples: Sequence[Example], max_examples: int = 8) -> None:
-    """Before any training: score the gold answers of the first ``max_examples`` examples; raise
-    :class:`ScoringError` if the verifier raises on every one of them (it would fail on every completion).
+def check_verifier(task, examples: Sequence[Example], max_examples: int = 8, timeout_s: float = 30.0) -> None:
+    """Before any training: score the gold answers of the first ``max_examples`` examples, each under the
+    scoring deadline; raise :class:`ScoringError` if the verifier raises on every one of them (it would fail on
+    every completion), or outlives its deadline on every one (it would hang every step).
 
     Gold answers scoring 0 is allowed (a reward function may want more than the bare answer); only errors
     of the verifier itself count. The task's ``score_group`` hook is not called (it may keep state).
@@ -194,11 +185,25 @@ def check_verifier(task, examples: Sequence[Example], max_examples: int = 8) -> 
     if not picked:
         return
     golds = [str(e.answer) for e in picked]
-    scores = (list(task.score_batch(picked, golds)) if getattr(task, "batched", False)
-              else [task.score(e, g) for e, g in zip(picked, golds)])
+    scorer = Scorer(task, 1, timeout_s)
+    try:
+        done = wait_each([scorer._pool.submit(task.score_batch, picked, golds)] if getattr(task, "batched", False)
+                         else [scorer._pool.submit(task.score, e, g) for e, g in zip(picked, golds)],
+                         timeout_s, scorer._pool)
+    finally:
+        scorer.close()
+    if all(status == "timeout" for _, status in done):
+        raise ScoringError(f"the verifier of task {task.name!r} ran past its deadline (scoring.timeout_s={timeout_s:g}) "
+                           f"on the gold answer of each of the first {len(done)} examples, so every step would wait "
+                           "for it and score 0: a reward function that hangs, or a deadline too short for it")
+    for got, status in done:
+        if status == "error":
+            raise got
+    scores = [s for got, status in done if status is None
+              for s in (got if getattr(task, "batched", False) else [got])]
     failed = [s for s in scores if _is_error(s)]
     tracebacks = [t for t in (_pop_traceback(s) for s in scores) if t]
-    if len(failed) == len(picked):
+    if failed and len(failed) == len(scores):
         first = tracebacks[0] if tracebacks else _error_text(failed[0])
         raise ScoringError(f"the verifier of task {task.name!r} raised on the gold answer of each of the first "
                            f"{len(picked)} examples, so it would fail on every completion. First error:\n"
