@@ -181,6 +181,9 @@ def test_a_meml_grpo_resume_keeps_the_hard_examples_gathered_before_the_checkpoi
     shutil.copytree(tmp_path / "run", lost)
     shutil.rmtree(lost / "checkpoints" / "step_000004")
     (lost / "checkpoints" / "step_000002" / f"{ROWS_FILE}.json").unlink()
+    from rlvr.core.integrity import seal
+
+    seal(lost / "checkpoints" / "step_000002")  # a checkpoint as written without the rows, not a damaged one
     resume(lost / "checkpoints" / "step_000002")
     c = _weights(lost, 4)
     assert any(not torch.equal(a[k], c[k]) for k in a)

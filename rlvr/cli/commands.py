@@ -89,8 +89,8 @@ def _run_errors() -> tuple[type[Exception], ...]:
     """Errors that stop a run that has started (the message says what was saved): exit code 1."""
     from rlvr.tasks.scoring import ScoringError
     from rlvr.run.rundir import RunDirBusy
-
-    return ScoringError, RunDirBusy
+    from rlvr.run.checkpoint import CheckpointError
+    return ScoringError, RunDirBusy, CheckpointError
 
 
 def _fail(msg: str, code: int = 1) -> None:

@@ -9,28 +9,70 @@ Layout of ``RUN_DIR/checkpoints/step_000050/``::
     critic*.safetensors     with algorithm.critic: the value model and its optimizer (rlvr.learners.critic)
     discriminator*          with algorithm.discriminator: PRISM's discriminator and its optimizer (rlvr.learners.discriminator)
     state.json              step, optimizer param groups, scheduler, python RNG, sampler/stats state, extras
+    checksums.json          every other file's size and CRC-32, written last
 
-Nothing is unpickled on load (except DCP's own metadata file in an FSDP run's ``optimizer_dcp/``). A checkpoint is written to a temporary folder and renamed into place, so a
-crash mid-write never leaves a half checkpoint that resume would pick up.
+Nothing is unpickled on load (except DCP's own metadata file in an FSDP run's ``optimizer_dcp/``).
+
+**Trust.** A checkpoint is written to a temporary folder, each file fsync'ed, its checksums recorded, and the
+folder renamed into place (the rename fsync'ed too), so a crash or a kill mid-write never leaves a half
+checkpoint that resume would pick up. On resume every file is checked against ``checksums.json``
+(:func:`intact_checkpoint`): a damaged newest checkpoint (a truncated file, a flipped byte, a missing file) is
+named with the file and skipped for the previous intact one, with a warning. A full disk while writing is one
+:class:`CheckpointError` saying so; the half-written folder is removed and the checkpoints already saved stay.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from rlvr.core.integrity import damage, fsync_path as _fsync, seal
 from rlvr.core.optim_state import flatten_optimizer as _flatten_optimizer
 from rlvr.core.optim_state import unflatten_optimizer as _unflatten_optimizer
 from rlvr.models.lora import has_lora, save_adapter
 from rlvr.models.vision import save_tokenizer
 
-__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints", "checkpoint_tmp"]
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints", "checkpoint_tmp",
+           "intact_checkpoint", "damage", "seal", "CheckpointError"]
+
+class CheckpointError(OSError):
+    """A checkpoint could not be written (a full disk) or every checkpoint of a run is damaged."""
+
+
+def intact_checkpoint(path: str | Path, say=None) -> Path:
+    """The checkpoint to resume from: ``path`` itself if it is a checkpoint (refused, naming the damage and the
+    previous intact one, if it is damaged), else the newest intact checkpoint of the run directory ``path``,
+    with a warning (``say``) for each newer damaged one."""
+    path = Path(path)
+    say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    if (path / "state.json").is_file():
+        bad = damage(path)
+        if bad:
+            older = [c for c in list_checkpoints(path.parent.parent) if c.name < path.name and not damage(c)]
+            hint = f"; the previous intact checkpoint is {older[-1]}" if older else ""
+            raise CheckpointError(f"checkpoint {path} is damaged: {'; '.join(bad)}{hint}")
+        return path
+    found = list_checkpoints(path)
+    if not found:
+        raise FileNotFoundError(f"no checkpoint found in {path} (expected {path}/checkpoints/step_*/state.json)")
+    for ckpt in reversed(found):
+        bad = damage(ckpt)
+        if not bad:
+            return ckpt
+        say(f"warning: checkpoint {ckpt} is damaged ({'; '.join(bad)}); trying the one before it")
+    raise CheckpointError(f"every checkpoint of {path} is damaged ({', '.join(c.name for c in found)})")
+
+
+def _disk_full(e: BaseException) -> bool:
+    return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)) or "No space left" in str(e)
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
@@ -66,8 +108,24 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     ``model_state``: the weights to write instead of ``model.state_dict()`` (FSDP's gathered ones);
     ``write_extra(folder)`` writes more files into it (the critic's) before it is renamed into place."""
     root = Path(run_dir) / "checkpoints"
-    final = root / f"step_{step:06d}"
     tmp = checkpoint_tmp(run_dir, step)
+    try:
+        return _save(run_dir, root, tmp, step, model, tokenizer, optimizer, scheduler, state, keep, fresh,
+                     model_state, write_extra)
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)  # never a half checkpoint; the saved ones are untouched
+        if _disk_full(e):
+            kept = list_checkpoints(run_dir)
+            raise CheckpointError(f"no space left on the device writing the checkpoint of step {step} "
+                                  f"in {root}: it was not written"
+                                  + (f"; {kept[-1]} is intact" if kept else "") + ". Free space, then continue "
+                                  f"with: rlvr train --resume {run_dir}") from None
+        raise
+
+
+def _save(run_dir, root: Path, tmp: Path, step: int, model, tokenizer, optimizer, scheduler, state, keep: int,
+          fresh: bool, model_state, write_extra) -> Path:
+    final = root / f"step_{step:06d}"
     if fresh:
         shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True, exist_ok=True)
@@ -92,8 +150,10 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     full = {"step": step, "optimizer": opt_meta, "scheduler": scheduler.state_dict(),
             "python_rng": [py_state[0], list(py_state[1]), py_state[2]], **state}
     (tmp / "state.json").write_text(json.dumps(full, indent=1))
+    seal(tmp)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
+    _fsync(root)
     for old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final

@@ -36,14 +36,16 @@ def _clean(v: Any) -> Any:
 
 
 class MetricsLog:
-    """Append-only JSONL; on resume, lines past the resumed step are dropped so no step appears twice."""
+    """Append-only JSONL. On resume the file is cut (one ``truncate``, never rewritten: a kill at any moment
+    leaves every earlier line) at its first line past the resumed step, or at a partial or unreadable line (a
+    write a kill interrupted), so no step appears twice and the next line starts clean."""
 
     def __init__(self, path: str | Path, resume_step: int | None = None):
         self.path = Path(path)
         if resume_step is not None and self.path.exists():
-            kept = [ln for ln in self.path.read_text().splitlines()
-                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step]
-            self.path.write_text("".join(ln + "\n" for ln in kept))
+            cut = _first_line_past(self.path, resume_step)
+            if cut is not None:
+                os.truncate(self.path, cut)
         self._f = self.path.open("a", encoding="utf-8")
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
@@ -67,8 +69,33 @@ def _cell(text: str, limit: int = 300) -> str:
     return t.replace("|", "\\|").replace("\n", " ")
 
 
+def _first_line_past(path: Path, step: int) -> int | None:
+    """The byte offset of ``path``'s first line whose step is past ``step`` or that is not a whole JSON line
+    (None: every line is kept)."""
+    offset = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                if not raw.endswith(b"\n") or (raw.strip() and json.loads(raw).get("step", 0) > step):
+                    return offset
+            except (ValueError, AttributeError):
+                return offset
+            offset += len(raw)
+    return None
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+    """Every whole line of a metrics file (a partial or unreadable line, e.g. the last one after a kill, is
+    skipped)."""
+    out = []
+    for ln in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(ln) if ln.strip() else None
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
 
 
 def _numbers(metrics: dict[str, Any]) -> dict[str, float]:

@@ -97,6 +97,15 @@ def _stateful(c: Components) -> dict[str, Any]:
             "appeal": appeal_state(c)}
 
 
+def _non_finite(model) -> str | None:
+    """The first parameter holding NaN or infinite values (this rank's shard under FSDP), or None."""
+    for name, p in model.named_parameters():
+        t = p.detach().to_local() if hasattr(p, "to_local") else p.detach()  # (no collective)
+        if t.numel() and not bool(torch.isfinite(t).all()):
+            return f"{name}: {int((~torch.isfinite(t)).sum())} non-finite values"
+    return None
+
+
 def _nan_message(e: Exception, run_dir: Path) -> str:
     found = list_checkpoints(run_dir)
     where = (f"the last good checkpoint, {found[-1]}, is kept" if found else
@@ -116,6 +125,11 @@ def _run_rl(cfg: RunConfig, run_dir: Path, c: Components, start: int, extra: dic
     keep = cfg.train.keep_checkpoints
 
     def save(step: int) -> None:
+        bad = world.any(_non_finite(c.model))  # never a checkpoint of weights that are not numbers
+        if bad:
+            raise NonFiniteError(f"the weights are not finite after step {step} ({bad}): the last update diverged "
+                                 "(too high a learning rate, or a reward or advantage far out of range); no "
+                                 "checkpoint of them was written")
         state = {k: obj.state_dict() for k, obj in _stateful(c).items()}
         engines = world.gather(state["engine"])  # rank-local engine state (e.g. a reuse cache), every rank's
         if world.distributed:

@@ -24,7 +24,7 @@ from rlvr.models.vision import save_tokenizer
 from rlvr.rollout.contexts import context_examples
 from rlvr.rollout.wrappers import load_engine_files
 from rlvr.tasks.base import Task
-from rlvr.run.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from rlvr.run.checkpoint import intact_checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
 from rlvr.distributed.world import World, check_world, init_world
 from rlvr.run.interrupt import deferred_interrupt
 from rlvr.run.logging import NullDisplay, ProgressDisplay
@@ -203,10 +203,11 @@ def _restart(run_dir: Path, overrides: list[str] | None, task: Task | None) -> d
         if overrides and world.main:
             (run_dir / "config.yaml").write_text(dump_config(cfg))
         if world.main:
-            warm = WarmupCheckpoint(run_dir / "warmup")
-            where = ("no checkpoint was written before it stopped: starting it again" if warm.state is None else
-                     "after its SFT warm-up" if warm.done else
-                     f"its SFT warm-up at step {warm.state['step']} of {warm.state['steps']}")
+            saved = run_dir / "warmup" / "state.json"  # (checked against its checksums when it is loaded)
+            st = json.loads(saved.read_text()) if saved.is_file() else None
+            where = ("no checkpoint was written before it stopped: starting it again" if st is None else
+                     "after its SFT warm-up" if st["step"] >= st["steps"] else
+                     f"its SFT warm-up at step {st['step']} of {st['steps']}")
             _say(f"resuming {run_dir}: {where}")
         return _from_start(cfg, world, run_dir, task=task)
 
@@ -218,7 +219,7 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
     path = Path(path)
     if not list_checkpoints(path) and (path / "config.yaml").is_file() and not (path / "state.json").is_file():
         return _restart(path, overrides, task)
-    ckpt = latest_checkpoint(path)
+    ckpt = intact_checkpoint(path)  # the newest whose files match their checksums (a damaged one is named)
     run_dir = ckpt.parent.parent
     cfg = load_config(run_dir / "config.yaml", overrides)
     world = _world(cfg)

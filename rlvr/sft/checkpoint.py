@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +30,7 @@ from typing import Any, Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+from rlvr.core.integrity import damage, seal
 from rlvr.core.optim_state import flatten_optimizer, unflatten_optimizer
 from rlvr.distributed.world import World
 
@@ -60,7 +62,12 @@ class WarmupCheckpoint:
         self._last = _now()
         self._state: dict[str, Any] | None = None
         if (self.folder / "state.json").is_file():
-            self._state = json.loads((self.folder / "state.json").read_text())
+            bad = damage(self.folder)
+            if bad:  # nothing older to fall back to: the warm-up starts again, said aloud
+                print(f"warning: the warm-up checkpoint {self.folder} is damaged ({'; '.join(bad)}); the warm-up "
+                      "starts again from its first step", file=sys.stderr, flush=True)
+            else:
+                self._state = json.loads((self.folder / "state.json").read_text())
 
     # ---- what a resumed run reads
     @property
@@ -116,6 +123,7 @@ class WarmupCheckpoint:
             save_file({"torch_cpu": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
             self._state = {"step": step, "steps": steps, "optimizer": meta, **extra}
             (tmp / "state.json").write_text(json.dumps(self._state))
+            seal(tmp)  # sizes and checksums, everything fsync'ed before the rename
             shutil.rmtree(self.folder, ignore_errors=True)
             tmp.rename(self.folder)
         self.world.barrier()

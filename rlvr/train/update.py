@@ -270,10 +270,11 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
                 total += float(loss.detach()) if real else 0.0
             total = world.sum([total])[0]
             if not torch.isfinite(torch.tensor(total)):
-                raise NonFiniteError(f"loss is {total}; the optimizer step was not taken")
+                raise NonFiniteError(f"loss is {total}; the optimizer step was not taken ({diagnosis(mb, scheduler)})")
             norm = local_value(torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm or float("inf")))
             if not torch.isfinite(norm):
-                raise NonFiniteError(f"gradient norm is {float(norm)}; the optimizer step was not taken")
+                raise NonFiniteError(f"gradient norm is {float(norm)}; the optimizer step was not taken "
+                                     f"({diagnosis(mb, scheduler)})")
             optimizer.step()
             scheduler.step()
             meter.scalars["loss"].append(total)
@@ -282,6 +283,21 @@ def update_policy(model, optimizer, scheduler, batch: RolloutBatch, s: UpdateSet
     out = meter.result()
     out["lr"] = scheduler.get_last_lr()[0]
     return out
+
+
+def diagnosis(mb: RolloutBatch, scheduler: Any) -> str:
+    """The step's statistics a non-finite loss is read against: each tensor's finite range and its count of
+    non-finite values (a reward or advantage blowing up, log-probs of -inf), and the learning rate."""
+    parts = []
+    for name in ("rewards", "advantages", "old_logp", "behaviour_logp", "ref_logp"):
+        t = getattr(mb, name, None)
+        if t is None or not t.numel():
+            continue
+        t = t.detach().float()
+        ok = torch.isfinite(t)
+        rng = f"[{float(t[ok].min()):.4g}, {float(t[ok].max()):.4g}]" if ok.any() else "none finite"
+        parts.append(f"{name} {rng}" + (f", {int((~ok).sum())} non-finite" if not ok.all() else ""))
+    return "; ".join(parts + [f"lr {scheduler.get_last_lr()[0]:.3g}"])
 
 
 def checkpointing(model, on: bool) -> None:
