@@ -53,7 +53,7 @@ NEEDS_TASK = {"tac": ["task.name=mixture",
 def _run(name: str, root: Path, model_dir: Path, steps: int, base: list[str]) -> dict:
     from rlvr.run.train import train
 
-    over = NEEDS_TASK.get(name, []) + base + [f"out={root / name}", f"model.path={model_dir}", "sft.steps=0", f"train.steps={steps}",
+    over = NEEDS_TASK.get(name, []) + base + [f"out={root / name}", f"model.path={model_dir}", "defaults=demo", "sft.steps=0", f"train.steps={steps}",
                    "train.eval_every=0", "train.checkpoint_every=0"]
     cfg = load_config(overrides=over, recipe=name)
     t0 = time.perf_counter()

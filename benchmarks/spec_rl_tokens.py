@@ -49,7 +49,7 @@ def _run(name: str, strategy: str, root: Path, model_dir: Path, steps: int, base
          epoch_steps: int) -> dict:
     from rlvr.run.train import train
 
-    over = base + [f"out={root / name}", f"model.path={model_dir}", "sft.steps=0", f"train.steps={steps}",
+    over = base + [f"out={root / name}", f"model.path={model_dir}", "defaults=demo", "sft.steps=0", f"train.steps={steps}",
                    "train.eval_every=0", "train.checkpoint_every=0", f"rollout.strategy={strategy}"]
     cfg = load_config(overrides=over, recipe="spec_rl")
     t0 = time.perf_counter()

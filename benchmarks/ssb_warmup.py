@@ -45,7 +45,7 @@ def main() -> None:
     for seed in (int(s) for s in args.seeds.split(",")):
         start, _ = _sft(out / f"seed{seed}" / "start", seed, [])
         model = start["model_dir"]
-        common = [f"model.path={model}", f"sft.steps={args.steps}", "sft.warmup_steps=0", "sft.lr=1e-3"]
+        common = [f"model.path={model}", "defaults=demo", f"sft.steps={args.steps}", "sft.warmup_steps=0", "sft.lr=1e-3"]
         plain, t_plain = _sft(out / f"seed{seed}" / "plain", seed, common)
         ssb, t_ssb = _sft(out / f"seed{seed}" / "ssb", seed, common + [
             "sft.method=ssb", f"sft.ssb.max_problems={args.problems}", f"sft.ssb.template={json.dumps(TEMPLATE)}"])

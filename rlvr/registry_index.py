@@ -221,6 +221,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "vla_scenes": "rlvr.tasks.vla_scenes",
     },
     "verifier": {
+        "choice": "rlvr.verifiers.choice",
         "code": "rlvr.verifiers.code",
         "consistency": "rlvr.verifiers.faithfulness",
         "countdown": "rlvr.verifiers.countdown",

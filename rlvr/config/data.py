@@ -9,6 +9,7 @@ from pydantic import Field
 
 from rlvr.config.fields import Section, component
 from rlvr.sampling import ALLOCATORS, SAMPLERS
+from rlvr.tasks.noise import LabelNoiseConfig
 
 __all__ = ["DataConfig"]
 
@@ -26,3 +27,5 @@ class DataConfig(Section):
                                           "model's context leaves after rollout.max_new_tokens)")
     prompt_overflow: Literal["error", "drop", "truncate_left"] = Field(
         "error", description="a prompt over the limit: stop with the counts, drop it (counted), or keep its end")
+    label_noise: LabelNoiseConfig = Field(default_factory=LabelNoiseConfig, description="wrong gold answers for a "
+                                          "share of the training examples (rlvr.tasks.noise)")

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from rlvr.config.fields import Section
 from rlvr.tasks.appeals import AppealConfig
+from rlvr.tasks.noise import NoiseConfig
 
 __all__ = ["ScoringConfig"]
 
@@ -21,5 +22,7 @@ class ScoringConfig(Section):
     max_error_frac: float = Field(0.5, ge=0.0, le=1.0, description="stop the run when the verifier raises on more "
                                   "than this share of a step's completions (a broken reward function, not bad "
                                   "output; 1: never stop)")
+    noise: NoiseConfig = Field(default_factory=NoiseConfig, description="controlled verifier noise on the training "
+                               "scores (rlvr.tasks.noise): false positives and negatives at stated rates")
     appeal: AppealConfig = Field(default_factory=AppealConfig, description="appeals: a second verifier re-checks "
                                  "a sample of each step's negatives and estimates the false-negative rate (fn_rate)")

@@ -64,6 +64,10 @@ def pick_device(name: str) -> torch.device:
     return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
 
 
+def _seed_or(seed: int | None, default: int) -> int:
+    return default if seed is None else seed
+
+
 def build_task(cfg: RunConfig) -> Task:
     return TASKS.get(cfg.task.name).fn(cfg.task.params)
 
@@ -105,6 +109,13 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     elif tokenizer is None:
         raise SetupError("a model object needs its tokenizer too (tokenizer=...)")
     task = task if task is not None else build_task(cfg)
+    ln = cfg.data.label_noise
+    if ln.fraction and "train" in task.splits:  # wrong gold answers for a share of the training examples
+        from rlvr.tasks.noise import corrupt_labels
+
+        noisy, ids = corrupt_labels(task.examples("train"), ln.fraction, _seed_or(ln.seed, cfg.seed))
+        task.replace_split("train", noisy)
+        _say(f"data.label_noise: {len(ids)} of {len(noisy)} training examples have a wrong gold answer")
     where = (model_cfg or cfg.model).path or "the built-in tiny model"
     check_chat_template(tokenizer, cfg.model.chat_template, [e for s in task.splits for e in task.examples(s)], where)
     limits = length_limits(cfg)  # an episode's completion holds every turn and observation
@@ -238,7 +249,8 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
                       optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
                       kl=KLController(cfg.algorithm.kl, cfg.train.steps),
                       scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac,
-                                    pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None),
+                                    pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None,
+                                    noise=cfg.scoring.noise, noise_seed=_seed_or(cfg.scoring.noise.seed, cfg.seed)),
                       algo_state=algo_state, world=world,
                       update_module=update_module, settings=UpdateSettings.from_config(cfg))
     c.learners = learners(cfg, c, side, whole)

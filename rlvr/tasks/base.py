@@ -59,6 +59,12 @@ class Task:
         except KeyError:
             raise KeyError(f"task {self.name!r} has no split {split!r}; it has {self.splits}") from None
 
+    def replace_split(self, split: str, examples: Sequence[Example]) -> None:
+        """Put ``examples`` in place of ``split``'s (the same ids in the same order: e.g. with corrupted labels)."""
+        if [e.id for e in examples] != [e.id for e in self.examples(split)]:
+            raise ValueError(f"task {self.name!r}: replace_split({split!r}) must keep the examples' ids and order")
+        self._splits[split] = list(examples)
+
     @property
     def batched(self) -> bool:
         """Whether :meth:`score_batch` scores a whole step at once: true when a verifier scores batches (a

@@ -78,8 +78,10 @@ class Scorer:
     completions whose verifier may raise before :class:`ScoringError`; ``warn`` prints the first error."""
 
     def __init__(self, task, workers: int = 1, timeout_s: float = 30.0, max_error_frac: float = 1.0,
-                 warn: Callable[[str], None] | None = None, pool: Any = None):
+                 warn: Callable[[str], None] | None = None, pool: Any = None, noise: Any = None,
+                 noise_seed: int = 0):
         self.task, self.workers, self.timeout_s = task, workers, timeout_s
+        self.noise, self.noise_seed = (noise if noise is not None and noise.on else None), noise_seed
         self.max_error_frac = max_error_frac
         self.warn = warn if warn is not None else (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.first_error: str | None = None  # the first error's traceback (or message), for reports
@@ -116,6 +118,11 @@ class Scorer:
         errors = self._check_errors(scores)
         stats = ScoreStats({"score/timeouts": float(timeouts), "score/errors": float(errors),
                             "score/seconds": time.perf_counter() - t0})
+        if self.noise is not None:  # controlled verifier noise (rlvr.tasks.noise): training scores only
+            from rlvr.tasks.noise import add_noise
+
+            scores, counts = add_noise(examples, scores, self.noise, self.noise_seed)
+            stats.update(counts)
         return scores, stats
 
     def _check_finite(self, examples: Sequence[Example], texts: Sequence[str], scores: list[Score]) -> None:

@@ -138,8 +138,9 @@ def _generate_into(cfg, c, groups: list[Group], counts: list[int], seed: int, sp
     s["generated/n"] += len(completions)
     s["time/rollout"] += t1 - t0
     s["time/score"] += t2 - t1
-    s["score/timeouts"] += score_stats["score/timeouts"]
-    s["score/errors"] += score_stats["score/errors"]
+    for k, v in score_stats.items():  # timeouts, errors, and what else the scorer counts (noise/fp, noise/fn)
+        if k != "score/seconds":
+            s[k] = s.get(k, 0.0) + v
     s["calls"] += 1
 
 
@@ -196,7 +197,7 @@ def _step_metrics(sums: dict[str, float]) -> dict[str, float]:
     kept or not (the policy's unfiltered performance)."""
     n = max(sums["generated/n"], 1.0)
     return {"time/rollout": sums["time/rollout"], "time/score": sums["time/score"],
-            "score/timeouts": sums["score/timeouts"], "score/errors": sums["score/errors"],
+            **{k: v for k, v in sums.items() if k.startswith(("score/", "noise/"))},
             "generated/reward": sums["generated/reward_sum"] / n,
             "generated/accuracy": sums["generated/correct_sum"] / n,
             "generated/completion_length": sums["generated/length_sum"] / n,
