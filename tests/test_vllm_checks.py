@@ -34,10 +34,10 @@ def _cfg(*sets):
 def test_the_config_itself_is_refused_at_load_time(monkeypatch):
     from rlvr.config.run import ConfigError
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match=r"vLLM's CPU attention serves head sizes .* the model's is 16"):
-        load_config(overrides=["rollout.engine=vllm", *_tiny(32, 2)])
-    load_config(overrides=["rollout.engine=vllm", *_tiny(64, 2)])
+        load_config(overrides=["rollout.engine=vllm", "device=cpu", *_tiny(32, 2)])
+    load_config(overrides=["rollout.engine=vllm", "device=cpu", *_tiny(64, 2)])
+    load_config(overrides=["rollout.engine=vllm", *_tiny(32, 2)])  # device auto: the set-up check decides
 
 
 def _tiny(hidden, heads, kv=1):

@@ -28,20 +28,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions
 console = Console(stderr=True)
 
 
-def _mount_subcommands() -> None:
-    from rlvr.cli.data import app as data_app, merge
-    from rlvr.cli.defab import app as defab_app
-    from rlvr.cli.geosym import app as geosym_app
-    from rlvr.cli.plan import plan
+from rlvr.cli.mounts import mount_subcommands  # noqa: E402
 
-    app.add_typer(defab_app, name="defab", help="DeFAb: defeasible-logic engine and abduction instances")
-    app.add_typer(geosym_app, name="geosym", help="GeoSym: geometry problems with diagrams and exact symbolic answers")
-    app.add_typer(data_app, name="data", help="data pipeline: dedup, benchmark-overlap removal, label re-verification")
-    app.command("merge")(merge)
-    app.command("plan")(plan)
-
-
-_mount_subcommands()
+mount_subcommands(app)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="override, e.g. optim.lr=1e-4 (repeatable)")]

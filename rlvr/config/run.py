@@ -122,7 +122,9 @@ class RunConfig(Section):
         if self.rollout.producer_threads and self.rollout.engine == "vllm":
             problems.append("rollout.producer_threads cannot apply with rollout.engine=vllm: vLLM's CPU kernels run on "
                             "the thread count its engine was planned with (train.threads)")
-        problems += native_problems(self.rollout) + vllm_problems(self)
+        problems += native_problems(self.rollout)
+        if not (self.device == "auto" and self.rollout.engine == "vllm"):  # (auto: known at set-up, which runs
+            problems += vllm_problems(self)  # the same check; asking torch here would load it for every command)
         if self.algorithm.dynamic_sampling.enabled and self.rollout.group_size < 2:
             problems.append("algorithm.dynamic_sampling needs rollout.group_size >= 2 (a group of one has no variance)")
         for key, registry, comp in configured_components(self):

@@ -19,6 +19,13 @@ more renderings in the evaluated split.
 
 On a task mixture (examples from several ``Example.task`` values) ``task/<name>/accuracy`` and
 ``task/<name>/num_examples`` are reported per task beside the pooled metrics.
+
+Every score component the verifiers return besides ``correct`` (POW3R's strict completion, FGRPO's consistency
+and grounding, a reward list's ``reward/NAME`` parts, ...) is kept per sample (``per_prompt[i]["components"]``)
+and reported as ``component/<name>``: the mean over prompts of each prompt's mean, with its interval like any
+metric (components some prompts lack are left out). ``protocol`` records how the numbers were made (split,
+prompts, samples, temperature, top-p, token limit, seed, task and verifiers, and what the caller adds: the
+prompt template), so two results are compared knowingly (:func:`rlvr.eval.output.protocol_differences`).
 """
 
 from __future__ import annotations
@@ -115,7 +122,17 @@ def per_prompt_columns(per_prompt: list[dict[str, Any]]) -> dict[str, list[float
         cols[f"maj@{n}"] = [_majority_correct(p["answers"], p["correct"]) for p in per_prompt]
     if all("greedy_correct" in p for p in per_prompt):
         cols["greedy_accuracy"] = [float(p["greedy_correct"]) for p in per_prompt]
+    for name in sorted(set.intersection(*(set(p.get("components") or {}) for p in per_prompt))):
+        cols[f"component/{name}"] = [float(np.mean(p["components"][name])) for p in per_prompt]
     return cols
+
+
+def _components(scores) -> dict[str, list[float]]:
+    """Each numeric component but ``correct`` over a prompt's samples, where every sample reports it."""
+    names = set.intersection(*(set(s.components) for s in scores)) if scores else set()
+    return {k: [float(s.components[k]) for s in scores] for k in sorted(names - {"correct"})
+            if all(isinstance(s.components[k], (int, float)) and not isinstance(s.components[k], bool)
+                   for s in scores)}
 
 
 def summarise(per_prompt: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
@@ -157,21 +174,29 @@ def _majority_correct(answers: list[str | None], correct: list[float]) -> float:
 def evaluate(engine, task: Task, split: str = "eval", num_examples: int | None = None, samples: int = 1,
              temperature: float = 0.0, max_new_tokens: int = 16, seed: int = 0,
              report_greedy: bool = False, top_p: float = 1.0,
-             on_progress: Progress | None = None, scorer: Any = None) -> dict[str, Any]:
+             on_progress: Progress | None = None, scorer: Any = None,
+             protocol: dict[str, Any] | None = None) -> dict[str, Any]:
     """Evaluate ``engine`` on ``task``'s ``split``; see the module docstring for what is returned.
 
     Greedy decoding (``temperature`` 0) takes one sample per prompt. With ``report_greedy`` and a
     temperature above 0, the greedy accuracy is added as ``greedy_accuracy``. Every completion is scored under
     the deadline of ``scorer`` (a :class:`rlvr.tasks.scoring.Scorer` of ``task``; default one worker, 30 s): one
-    that overruns scores 0 and is counted in ``score_timeouts``.
+    that overruns scores 0 and is counted in ``score_timeouts``. ``protocol``: what the caller adds to the
+    result's ``protocol`` (e.g. the prompt template).
     """
     from rlvr.tasks.scoring import Scorer
 
     own = scorer is None
     scorer = scorer if scorer is not None else Scorer(task)
     try:
-        return _evaluate(engine, task, split, num_examples, samples, temperature, max_new_tokens, seed,
-                         report_greedy, top_p, on_progress, scorer)
+        out = _evaluate(engine, task, split, num_examples, samples, temperature, max_new_tokens, seed,
+                        report_greedy, top_p, on_progress, scorer)
+        out["protocol"] = {"task": task.name, "split": split, "num_examples": out["num_examples"],
+                           "samples": out["samples"], "temperature": temperature, "top_p": top_p,
+                           "max_new_tokens": max_new_tokens, "seed": seed,
+                           "verifiers": [getattr(w.verifier, "name", type(w.verifier).__name__)
+                                         for w in getattr(task, "verifiers", ())], **(protocol or {})}
+        return out
     finally:
         if own:
             scorer.close()
@@ -197,6 +222,7 @@ def _evaluate(engine, task: Task, split: str, num_examples: int | None, samples:
         per_prompt.append({
             "id": ex.id, "group": group, "task": ex.task,
             "correct": [s.components.get("correct", 0.0) for s in scores],
+            "components": _components(scores),
             "reward": [s.reward for s in scores],
             "length": [len(c) for c in cs],
             "answers": [answer_key(c.text, s.info) for c, s in zip(cs, scores)],

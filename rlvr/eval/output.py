@@ -19,7 +19,7 @@ def ordered_metrics(result: dict[str, Any]) -> list[str]:
     pass_keys = sorted((k for k in result if k.startswith("pass@")), key=lambda k: int(k[5:]))
     maj_keys = [k for k in result if k.startswith("maj@")]
     return [k for k in METRIC_ORDER[:3] if k in result] + pass_keys + maj_keys + \
-        [k for k in METRIC_ORDER[3:] if k in result]
+        [k for k in METRIC_ORDER[3:] if k in result] + sorted(k for k in result if k.startswith("component/"))
 
 
 def _label(key: str, result: dict[str, Any]) -> str:
@@ -75,3 +75,50 @@ def json_safe(v: Any) -> Any:
 def eval_path(run_dir: str | Path, step: int) -> Path:
     """Where a run keeps the full eval result at ``step`` (0: before RL)."""
     return Path(run_dir) / "eval" / f"step_{step:06d}.json"
+
+
+PROTOCOL_KEYS = ("task", "split", "num_examples", "samples", "temperature", "top_p", "max_new_tokens",
+                 "chat_template", "verifiers", "task_config")
+
+
+def protocol_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """How two eval results' protocols differ (``key: A vs B``), the seed left out; empty when they were made
+    the same way (a result without a protocol differs in everything it cannot show)."""
+    pa, pb = a.get("protocol") or {}, b.get("protocol") or {}
+    return [f"{k}: {pa.get(k)!r} vs {pb.get(k)!r}" for k in PROTOCOL_KEYS if pa.get(k) != pb.get(k)]
+
+
+def _is_rate(key: str) -> bool:
+    """A share of prompts (accuracy, pass@k, maj@n): printed in percent; anything else as it is."""
+    return key in ("accuracy", "greedy_accuracy", "robust_accuracy") or key.startswith(("pass@", "maj@", "avg@"))
+
+
+def export_table(rows: list[tuple[str, dict[str, Any]]], fmt: str = "markdown",
+                 metrics: list[str] | None = None, digits: int = 1) -> str:
+    """Results side by side as a table a paper can use: one row per ``(name, eval result)``, one column per
+    metric with its 95% interval, rates in percent (``fmt``: ``markdown``, ``latex`` or ``csv``)."""
+    if fmt not in ("markdown", "latex", "csv"):
+        raise ValueError(f"table format {fmt!r}: use markdown, latex or csv")
+    keys = metrics or ordered_metrics(rows[0][1])
+
+    def cell(res: dict[str, Any], k: str) -> str:
+        if k not in res or not isinstance(res[k], (int, float)):
+            return ""
+        scale = 100 if _is_rate(k) else 1
+        v, ci = scale * res[k], [scale * x for x in (res.get("ci95") or {}).get(k) or ()] or None
+        d = digits if scale == 100 else digits + 2
+        if fmt == "csv":
+            return f"{v:.{d}f}" + (f",{ci[0]:.{d}f},{ci[1]:.{d}f}" if ci else ",,")
+        return f"{v:.{d}f}" + (f" [{ci[0]:.{d}f}, {ci[1]:.{d}f}]" if ci else "")
+
+    if fmt == "csv":
+        head = ",".join(["name"] + [f"{k},{k} lo,{k} hi" for k in keys])
+        return "\n".join([head] + [",".join([name] + [cell(r, k) for k in keys]) for name, r in rows]) + "\n"
+    if fmt == "latex":
+        lines = ["\\begin{tabular}{l" + "r" * len(keys) + "}", "\\toprule",
+                 " & ".join(["method"] + [k.replace("_", "\\_") for k in keys]) + " \\\\", "\\midrule"]
+        lines += [" & ".join([name.replace("_", "\\_")] + [cell(r, k) for k in keys]) + " \\\\" for name, r in rows]
+        return "\n".join(lines + ["\\bottomrule", "\\end{tabular}"]) + "\n"
+    lines = ["| " + " | ".join(["method"] + keys) + " |", "|" + "---|" * (len(keys) + 1)]
+    lines += ["| " + " | ".join([name] + [cell(r, k) for k in keys]) + " |" for name, r in rows]
+    return "\n".join(lines) + "\n"

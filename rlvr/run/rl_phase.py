@@ -53,7 +53,9 @@ def run_eval(cfg: RunConfig, engine, task: Task, seed_salt: int = 0, on_progress
     try:
         return evaluate(engine, task, e.split, e.num_examples, e.samples, e.temperature,
                         length_limits(cfg).completion, seed=step_seed(cfg.seed, 10**6, salt=seed_salt),
-                        report_greedy=e.report_greedy, on_progress=on_progress, scorer=scorer)
+                        report_greedy=e.report_greedy, on_progress=on_progress, scorer=scorer,
+                        protocol={"chat_template": cfg.model.chat_template,
+                                  "task_config": cfg.task.model_dump(mode="json")})
     finally:
         scorer.close()
 
