@@ -207,6 +207,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     },
     "task": {
         "arithmetic": "rlvr.tasks.arithmetic",
+        "benchmark": "rlvr.tasks.benchmarks.task",
         "dataset": "rlvr.tasks.dataset",
         "defab": "rlvr.tasks.defab",
         "geosym": "rlvr.tasks.geosym.task",
@@ -233,6 +234,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "length": "rlvr.verifiers.format",
         "math": "rlvr.verifiers.math",
         "numeric": "rlvr.verifiers",
+        "reward_model": "rlvr.verifiers.reward_model",
         "rubric": "rlvr.verifiers.rubric",
         "sql_exec": "rlvr.verifiers.sql",
         "table_em": "rlvr.verifiers.table",
