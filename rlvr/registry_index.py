@@ -42,6 +42,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     },
     "advantage transform": {
         "cepo": "rlvr.algorithms.transforms.cepo",
+        "distill": "rlvr.algorithms.transforms.distill",
         "dqw": "rlvr.algorithms.transforms.dqw",
         "focal": "rlvr.algorithms.transforms.focal",
         "grpo_sg": "rlvr.algorithms.transforms.grpo_sg",
@@ -92,6 +93,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "step_useful_frac": "rlvr.algorithms.transforms.scope",
         "teacher_kl": "rlvr.passes.teacher",
         "teacher_logp": "rlvr.passes.teacher",
+        "teacher_model_logp": "rlvr.passes.teacher_model",
         "tree_branch": "rlvr.rollout.strategies.rose",
         "tree_node": "rlvr.rollout.strategies.rose",
         "tree_parent": "rlvr.rollout.strategies.rose",

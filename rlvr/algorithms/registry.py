@@ -32,6 +32,8 @@ EXTRAS = {
                "algorithm.train_temperature, default the rollout temperature)",
     "self_certainty": "[N, T] logsumexp(z/T) - mean_v(z/T) over the vocabulary (UCAS)",
     "chosen_logit": "[N, T] raw logit of the sampled token, before temperature (UCAS)",
+    "teacher_model_logp": "[N, T] log-probs of the sampled tokens under the distill transform's teacher model "
+                          "(a separate local directory; rlvr.passes.teacher_model)",
     "teacher_logp": "[N, T] log-probs under the current policy given prompt + the gold answer "
                     "(algorithm.teacher_hint) before the completion",
     "neg_teacher_logp": "[N, T] the same given prompt + the answer of the worst rejected completion of the "
