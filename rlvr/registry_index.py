@@ -121,6 +121,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     },
     "loss term": {
         "context_distill": "rlvr.algorithms.loss_terms.context_distill",
+        "dpo_pairs": "rlvr.algorithms.loss_terms.dpo_pairs",
         "f_preference": "rlvr.algorithms.loss_terms.f_preference",
         "mutual_learning": "rlvr.algorithms.loss_terms.mutual_learning",
         "self_distill": "rlvr.algorithms.loss_terms.self_distill",
@@ -138,6 +139,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "cispo": "rlvr.algorithms.objectives.cispo",
         "conspo": "rlvr.algorithms.objectives.conspo",
         "dhpo": "rlvr.algorithms.objectives.dhpo",
+        "dpo": "rlvr.algorithms.objectives.dpo",
         "f_grpo": "rlvr.algorithms.objectives.f_grpo",
         "gspo": "rlvr.algorithms.objectives.gspo",
         "gspo_token": "rlvr.algorithms.objectives.gspo_token",
@@ -149,6 +151,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "pacs": "rlvr.algorithms.objectives.pacs",
         "ppo_clip": "rlvr.algorithms.objectives.ppo_clip",
         "real": "rlvr.algorithms.objectives.real",
+        "simpo": "rlvr.algorithms.objectives.dpo",
         "sspo": "rlvr.algorithms.objectives.sspo",
         "tb": "rlvr.algorithms.objectives.tb",
         "tpo": "rlvr.algorithms.objectives.tpo",
