@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 from rlvr.audit.report import OUTCOME_ORDER, AuditReport, shorten
 
-__all__ = ["audit_page"]
+__all__ = ["audit_page", "write_html"]
 
 _CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 24px auto; max-width: 1280px;
@@ -86,3 +87,11 @@ def audit_page(report: AuditReport) -> str:
             f'<p class="note">{sub}</p><h2>Outcomes by family</h2>{summary}'
             f"<h2>Findings ({len(findings)})</h2>{find_html}{errs_html}"
             f"<h2>All probes ({len(report.results)})</h2>{all_html}</body></html>\n")
+
+
+def write_html(report: AuditReport, path: str | Path) -> Path:
+    """The report as a self-contained HTML page at ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(audit_page(report), encoding="utf-8")
+    return path

@@ -77,13 +77,9 @@ def family(name: str, kinds: Sequence[str]) -> Callable[[Generator], Generator]:
     return deco
 
 
-def _load() -> None:
-    import rlvr.audit.families  # noqa: F401  (each module registers its families)
-
-
 def families_for(kinds: Iterable[str], only: Sequence[str] | None = None) -> list[Family]:
-    """The registered families that apply to verifiers of these kinds (``only``: just those names)."""
-    _load()
+    """The registered families that apply to verifiers of these kinds (``only``: just those names). The
+    built-in ones register when :mod:`rlvr.audit.families` is imported (``import rlvr.audit`` does)."""
     kinds = set(kinds)
     if only:
         unknown = [n for n in only if n not in FAMILIES]

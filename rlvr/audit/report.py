@@ -107,13 +107,6 @@ class AuditReport:
         path.write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=True) + "\n")
         return path
 
-    def write_html(self, path: str | Path) -> Path:
-        from rlvr.audit.html import audit_page
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(audit_page(self), encoding="utf-8")
-        return path
 
 
 def print_report(report: AuditReport, console=None, show_all: bool = False, max_rows: int = 200,

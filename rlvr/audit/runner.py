@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 
 from rlvr.audit.context import ProbeContext, core_of
 from rlvr.audit.isolation import Outcome, make_scorer
+import rlvr.audit.families  # noqa: F401  (the built-in families register)
 from rlvr.audit.probes import AuditInputError, families_for, generate
 from rlvr.audit.report import FAILING, OUTCOME_ORDER as OUTCOMES, AuditReport, ProbeResult
 from rlvr.audit.targets import Target

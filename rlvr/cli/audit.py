@@ -51,10 +51,13 @@ def _target(task: Optional[str], verifier: Optional[str], config: Optional[Path]
             return from_verifier(verifier, _verifier_params(sets), examples)
         except AuditInputError as e:
             _fail(str(e))
-    from rlvr.cli.commands import _config
+    from rlvr.config.run import ConfigError, load_config
     from rlvr.tasks.base import TASKS
 
-    cfg = _config(config, list(sets) + ([f"task={task}"] if task is not None else []))
+    try:
+        cfg = load_config(config, list(sets) + ([f"task={task}"] if task is not None else []))
+    except ConfigError as e:
+        _fail(str(e))
     try:
         built = TASKS.get(cfg.task.name).fn(cfg.task.params)
     except Exception as e:  # a task that cannot be built (missing data file, missing extra): bad input, one line
@@ -109,7 +112,9 @@ def audit(task: Annotated[Optional[str], typer.Option("--task", "-t", help="a bu
     if json_out is not None:
         console.print(f"wrote {report.write_json(json_out)}")
     if html_out is not None:
-        console.print(f"wrote {report.write_html(html_out)}")
+        from rlvr.audit.html import write_html
+
+        console.print(f"wrote {write_html(report, html_out)}")
     code = report.exit_code(strict)
     c = report.counts()
     verdict = "[red]FAIL[/red]" if code else "[green]PASS[/green]"
