@@ -185,21 +185,26 @@ def eval_(model: Annotated[Optional[Path], typer.Option("--model", "-m", help="l
           search: Annotated[Optional[str], typer.Option("--search", help="none, or prm: PROPA's best-of-N search "
                                                         "guided by a process reward model (eval.search.name)")] = None,
           prm: Annotated[Optional[Path], typer.Option("--prm", help="checkpoint or run dir holding the process "
-                                                      "reward model (eval.search.prm)")] = None):
+                                                      "reward model (eval.search.prm)")] = None,
+          benchmark: Annotated[Optional[str], typer.Option("--benchmark", help="a standard benchmark as the task: math500, aime2024, aime2025, gsm8k, gpqa_diamond, humaneval, mbpp, defab (docs/benchmarks-eval.md)")] = None,
+          path: Annotated[Optional[Path], typer.Option("--path", help="the benchmark's local file or directory")] = None):
     """Evaluate a model on a task's held-out split: avg@n, pass@k, maj@n, mean reward, 95% bootstrap CIs.
 
     A run directory (or one of its checkpoints) is evaluated with the run's own config.yaml unless -c is given.
     """
     from datetime import datetime
 
+    from rlvr.cli.evalopts import EvalOptionError, eval_overrides
     from rlvr.eval.output import eval_table, write_eval
     from rlvr.run.logging import ProgressDisplay
     from rlvr.run.train import eval_model
 
     _quiet_libraries()
-    sets = list(set_ or []) + [f"eval.{k}={v}" for k, v in
-                               (("samples", samples), ("num_examples", num_examples), ("split", split),
-                                ("search.name", search), ("search.prm", prm)) if v is not None]
+    try:
+        sets = eval_overrides(set_, {"samples": samples, "num_examples": num_examples, "split": split,
+                                     "search.name": search, "search.prm": prm}, benchmark, path)
+    except EvalOptionError as e:
+        _fail(str(e), 2)
     config = _run_config_of(model) if config is None and model is not None else config
     cfg = _config(config, sets, model_given=model is not None and config is None)  # outside a run: pretrained
     bars: list = []
