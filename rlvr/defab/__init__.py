@@ -8,7 +8,7 @@ ACM TOCL 2001) computed in linear time (Maher, TPLP 2001).
 - :mod:`~rlvr.defab.ground` — datalog grounding (full-grounding semantics; relevance as an option).
 - :mod:`~rlvr.defab.engine` — ``derive(theory, variant)`` → +Δ/−Δ/+∂/−∂; :mod:`~rlvr.defab.naive` — test oracle.
 - :mod:`~rlvr.defab.checks` — the DeFAb checks and the decisions the definitions leave open
-  (docs/verifiers.md, DeFAb decision 1 to 7).
+  (docs/verifiers.md, DeFAb decision 1 to 8).
 - :mod:`~rlvr.defab.score` — ``score_answer(theory, target, answer, level)`` → ``Verdict``;
   :mod:`~rlvr.defab.incremental` — the per-instance cache that makes each check ground and derive only
   the part of D⁻ ∪ {h} ∪ Γ its answer depends on (``reground=True`` selects the full reference path).

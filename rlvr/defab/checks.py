@@ -1,5 +1,5 @@
 """The polynomial-time checks of DeFAb (Cooper & Velasquez, arXiv 2606.18557, §3–§5), and the decisions the
-definitions leave open (both in docs/verifiers.md: DeFAb checks and the graded reward; DeFAb decision 1 to 7).
+definitions leave open (both in docs/verifiers.md: DeFAb checks and the graded reward; DeFAb decision 1 to 8).
 
 Notation. D⁻ is the challenge theory, h the hypothesis, Γ optional superiority pairs naming h, and
 D′ = D⁻ ∪ {h} ∪ Γ. Exp(D) = {q : D ⊢∂ q}. Following the authors' data, the **anomaly** is the literal
@@ -7,7 +7,8 @@ D⁻ wrongly derives (the paper's ~α); its complement α is the observation. Ev
 default full-grounding semantics and takes ``variant`` ("standard" or "defab", see
 :mod:`rlvr.defab.engine`); "derives" means +∂, and a literal left undecided by a loop is not derived.
 
-Decisions (each is tested in ``tests/defab/test_decisions.py``):
+Decisions (each is tested in ``tests/defab/test_decisions.py``; decision 8 on generated instances in
+``tests/defab/test_level3_generality.py``):
 
 1. Grounding: the semantics is the full grounding; the relevance-restricted grounder exists only as the
    named option ``grounding="relevant"`` (docs/verifiers.md, DeFAb decision 1; see :mod:`rlvr.defab.ground`).
@@ -67,6 +68,25 @@ Decisions (each is tested in ``tests/defab/test_decisions.py``):
       redundant). An over-specified resolution earns 0.75, "substantial credit": padding the gold with
       a fact of the individual (``penguin(X), penguin(tweety) ~> ~flies(X)``) buys nothing.
    The golds are general and minimal, so they keep 1.0 (tested on generated instances of every KB).
+8. Level 3: an answer more general than the evidence is not conservative (:func:`generality_probes`).
+   Conservativity (decision 3) can only protect expectations about the individuals D⁻ happens to contain.
+   A generated instance holds a few individuals, so ``animal(X) ~> ~flies(X)`` lost nothing on 18-22 of
+   40 instances per knowledge base (no other flying animal was there) and earned full credit, though it
+   says every animal is an exception when one penguin was observed. So conservativity also covers
+   *probe individuals*: one fresh individual per class of D⁻ (a unary predicate of a fact or a strict
+   rule), a member of that class and nothing more. A probe is *like the anomaly's individual* when it is
+   strictly (+Δ) a member of every class the individual is stated to belong to (its unary facts in D⁻):
+   the probe of the individual's own class, or of a class below it; a revision may change what holds of
+   those. Every other probe (a bird that is not a penguin, a mammal, the animal class itself; for an
+   individual stated to be a penguin and injured, a penguin that is not injured) keeps the expectations
+   D⁻ ∪ {probes} gives it: a revision
+   whose body is true of such a probe and blocks one of them (``bird(X)``, ``animal(X)``, ``lays_eggs(X)``
+   for flies) is a resolution that is not conservative (0.5 weak, 0.75 strong), and the probe losses are
+   reported as ``lost_probes``. The probes are a check, never part of D′; the instance's own golds (the
+   removed exception, on the individual's class) lose nothing on them. A theory whose anomaly is not a
+   unary literal about an individual with a unary fact (a propositional theory) has no probes. A body
+   that correlates with the exception within the theory's vocabulary (``swims(X) ~> ~flies(X)`` where
+   only penguins swim and fly) is not over-general by this test: no class of D⁻ shows it wrong.
 """
 
 from __future__ import annotations
@@ -83,7 +103,8 @@ from rlvr.defab.syntax import Literal, Rule, RuleKind, Superiority, Theory, is_v
 __all__ = ["InstanceError", "derives", "expectations", "criticality", "add_hypothesis", "valid_derivation",
            "is_defeasible_anomaly", "anomaly_resolved", "protected_expectations", "conservativity",
            "body_subsets", "distinct_body", "is_minimal", "LanguageBias", "well_formedness", "novelty",
-           "revision_distance", "Strength", "strength", "classify_strength", "graded_score"]
+           "revision_distance", "Strength", "strength", "classify_strength", "graded_score", "Probes",
+           "generality_probes"]
 
 Hypothesis = Union[Literal, Rule]
 
@@ -153,6 +174,58 @@ def protected_expectations(theory: Union[Theory, GroundTheory], anomaly: Literal
     reduced = GroundTheory(gt.facts, [r for r in gt.rules if r.head != anomaly], gt.superiority, gt.constants)
     base = base if base is not None else derive(gt, variant)
     return (base.defeasible & derive(reduced, variant).defeasible) - {anomaly}
+
+
+@dataclass(frozen=True)
+class Probes:
+    """Decision 8: D⁻ plus one probe individual per class (``theory``), the probes like the anomaly's
+    individual (``exempt``), and the expectations about the other probes a resolution must keep
+    (``protected``), grouped by atom (``by_atom``)."""
+
+    theory: Theory
+    constants: frozenset
+    exempt: frozenset
+    protected: frozenset
+    by_atom: dict
+
+
+def _probe_name(cls: str, taken: frozenset) -> str:
+    name, i = f"probe_{cls}", 1
+    while name in taken:
+        i += 1
+        name = f"probe_{cls}_{i}"
+    return name
+
+
+def generality_probes(theory: Theory, anomaly: Literal, *, variant: str = "standard",
+                      derived: Optional[Callable[[Theory], Conclusions]] = None) -> Optional[Probes]:
+    """The probe individuals of decision 8 for a Level-3 instance, or None when it has none (module
+    docstring): classes are the unary predicates of D⁻'s facts and strict rules, other than the anomaly's.
+    ``derived`` may supply the conclusions of the probe theory (a cache's), else they are derived here."""
+    if len(anomaly.args) != 1 or is_variable(anomaly.args[0]):
+        return None
+    ind = anomaly.args[0]
+    own = {f.predicate for f in theory.facts if f.args == (ind,) and not f.negated}
+    if not own:
+        return None
+    lits = [*theory.facts, *(lit for r in theory.rules if r.kind is RuleKind.STRICT for lit in (*r.body, r.head))]
+    classes = sorted({lit.predicate for lit in lits if len(lit.args) == 1 and not lit.negated}
+                     - {anomaly.predicate})
+    taken = theory.constants()
+    names = {}
+    for cls in classes:
+        names[cls] = _probe_name(cls, taken)
+        taken = taken | {names[cls]}
+    plus = theory.add(*(Literal.of(cls, name) for cls, name in names.items()))
+    conc = derived(plus) if derived is not None else derive(plus, variant)
+    exempt = frozenset(name for name in names.values()
+                       if all(Literal.of(c, name) in conc.definite for c in own))
+    watched = frozenset(names.values()) - exempt
+    protected = frozenset(q for q in conc.defeasible if any(a in watched for a in q.args))
+    by_atom: dict = {}
+    for q in protected:
+        by_atom.setdefault(q.atom, []).append(q)
+    return Probes(plus, frozenset(names.values()), exempt, protected, by_atom)
 
 
 def conservativity(protected: frozenset, revised: Union[Theory, Conclusions], *,

@@ -12,7 +12,9 @@ renderings (M1–M3) is the task's job. Wrong answers never raise: they score 0 
 - Level 3 (defeater abduction) is graded 0 / 0.25 / 0.5 / 0.75 / 1 (:func:`~rlvr.defab.checks.graded_score`)
   with conservativity over every protected expectation (decision 3); full credit also needs a general
   rule (no ground head, no body on the head's atom) that is minimal (decision 7), so a fact about the
-  anomaly's individual as the body scores what the bare restatement ``~> ~anomaly`` scores.
+  anomaly's individual as the body scores what the bare restatement ``~> ~anomaly`` scores; and a rule no
+  more general than the evidence: conservativity also covers probe individuals of D⁻'s classes unlike the
+  anomaly's individual (decision 8), so ``animal(X) ~> ~flies(X)`` for one penguin is not conservative.
 - Bodies are sets (decision 5): a repeated body literal is dropped before any check.
 
 Per-instance work (grounding and deriving D⁻, validating the instance, the protected expectations) is
@@ -28,9 +30,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Optional, Union
 
-from rlvr.defab.checks import (InstanceError, LanguageBias, add_hypothesis, body_subsets, classify_strength,
-                               distinct_body, graded_score, is_defeasible_anomaly, is_minimal, novelty,
-                               protected_expectations, revision_distance, well_formedness)
+from rlvr.defab.checks import (InstanceError, LanguageBias, Probes, add_hypothesis, body_subsets, classify_strength,
+                               distinct_body, generality_probes, graded_score, is_defeasible_anomaly, is_minimal,
+                               novelty, protected_expectations, revision_distance, well_formedness)
 from rlvr.defab.engine import derive
 from rlvr.defab.ground import ground
 from rlvr.defab.incremental import Prepared
@@ -231,6 +233,30 @@ def _outcome(theory: Theory, h: Rule, gamma: tuple, anomaly: Literal, protected:
     return anomaly in conc.defeasible, alpha in conc.defeasible, frozenset(protected - conc.defeasible)
 
 
+@lru_cache(maxsize=512)
+def _probes(theory: Theory, anomaly: Literal, variant: str) -> Optional[Probes]:
+    return generality_probes(theory, anomaly, variant=variant, derived=lambda t: prepare(t, variant).base)
+
+
+def _probe_losses(theory: Theory, anomaly: Literal, h: Rule, gamma: tuple, variant: str,
+                  reground: bool) -> frozenset:
+    """Decision 8: the expectations about probe individuals unlike the anomaly's that D⁺ ∪ {h} ∪ Γ loses."""
+    probes = _probes(theory, anomaly, variant)
+    if probes is None or not probes.protected:
+        return frozenset()
+    if not reground:
+        prep = prepare(probes.theory, variant)
+        affected = prep.affected(h)
+        if affected is not None:
+            at_risk = [p for a in affected for p in probes.by_atom.get(a, ())]
+            if not at_risk:
+                return frozenset()
+            got = prep.tags(h, gamma, at_risk)
+            return frozenset(p for p in at_risk if p not in got)
+    conc = derive(ground(add_hypothesis(probes.theory, h, gamma), range_restricted=False), variant)
+    return frozenset(probes.protected - conc.defeasible)
+
+
 def score_level3(theory: Theory, anomaly: Literal, hypothesis: Hypothesis, superiority: Iterable[Superiority] = (),
                  *, bias: Optional[LanguageBias] = None, variant: str = "standard",
                  reground: bool = False) -> Verdict:
@@ -246,22 +272,26 @@ def score_level3(theory: Theory, anomaly: Literal, hypothesis: Hypothesis, super
         return Verdict(0.0, f"{anomaly} is still derived", {"resolved": False})
     bias = bias or default_bias
     problems = well_formedness(h, gamma, theory, bias)
-    conservative = not lost  # conservativity
+    lost_probes = frozenset() if problems else _probe_losses(theory, anomaly, h, gamma, variant, reground)
+    conservative = not lost and not lost_probes  # conservativity, over D⁻ and the probes (decision 8)
     st = classify_strength(False, observed, conservative)
 
     def achieves(smaller: Rule) -> bool:  # decision 7b
         if well_formedness(smaller, gamma, theory, bias):
             return False
-        return _achieves(_outcome(theory, smaller, gamma, anomaly, protected, by_atom, variant, reground),
-                         conservative)
+        derived_s, _, lost_s = _outcome(theory, smaller, gamma, anomaly, protected, by_atom, variant, reground)
+        if derived_s or not conservative:
+            return not derived_s
+        return not lost_s and not _probe_losses(theory, anomaly, smaller, gamma, variant, reground)
 
     minimal = None if problems else is_minimal(h, achieves)
     score = graded_score(True, not problems, conservative, st, minimal is not False)
     details = {"resolved": True, "well_formed": not problems, "violations": problems,
-               "conservative": conservative, "lost": sorted(map(str, lost)), "strength": st.value,
+               "conservative": conservative, "lost": sorted(map(str, lost)),
+               "lost_probes": sorted(map(str, lost_probes)), "strength": st.value,
                "minimal": minimal, "novelty": novelty(h, theory),
                "revision_distance": revision_distance(1 + len(gamma), lost)}
-    return Verdict(score, _level3_reason(score, problems, lost, st, minimal), details)
+    return Verdict(score, _level3_reason(score, problems, lost, st, minimal, lost_probes), details)
 
 
 def _achieves(outcome: tuple, conservative: bool) -> bool:
@@ -272,9 +302,13 @@ def _achieves(outcome: tuple, conservative: bool) -> bool:
     return not derived and not (conservative and lost)
 
 
-def _level3_reason(score: float, problems: list, lost: frozenset, st, minimal) -> str:
+def _level3_reason(score: float, problems: list, lost: frozenset, st, minimal, lost_probes=frozenset()) -> str:
     if problems:
         return "resolved, but not well-formed: " + "; ".join(problems)
+    if not lost and lost_probes:
+        shown = ", ".join(sorted(map(str, lost_probes))[:5]) + (", ..." if len(lost_probes) > 5 else "")
+        return (f"resolved ({st.value}) but over-general: its body also holds of individuals unlike the "
+                f"anomaly's, whose expectations it loses: {shown} (decision 8)")
     if not lost:
         if minimal is False:
             return (f"resolved and conservative ({st.value}), but not minimal: a proper subset of the body "

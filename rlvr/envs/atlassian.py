@@ -49,9 +49,13 @@ _BODY = {"type": "object", "required": ["storage"], "additionalProperties": Fals
 
 
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    """A tool schema; reads carry MCP's ``annotations.readOnlyHint`` (the tool-call verifiers treat calls of
+    other tools as changes of state: docs/verifiers.md, Tool calls: sprays, schemas and side effects)."""
+    read_only = name.split("_", 1)[-1].startswith(("get", "search"))
     return {"name": name, "description": description,
             "parameters": {"type": "object", "properties": properties, "required": required,
-                           "additionalProperties": False}}
+                           "additionalProperties": False},
+            "annotations": {"readOnlyHint": read_only}}
 
 
 TOOL_SCHEMAS: list[dict] = [

@@ -6,7 +6,8 @@ Data is JSON lines, one prompt per line::
      "category": "correctness", "required": true}, ...], "answer": "a reference response (optional)"}
 
 ``prompt`` is a string or a list of chat messages; ``rubric`` follows :mod:`rlvr.verifiers.rubric` and is
-parsed at load, so a bad criterion fails there with its file and line; ``answer`` (optional) is the
+parsed at load, so a bad criterion fails there with its file and line (a regex shaped for catastrophic
+backtracking, such as ``(a+)+``, included: docs/verifiers.md, Rubric: bounded regex criteria); ``answer`` (optional) is the
 supervised target; every other field goes to ``Example.meta``. Without ``eval_path`` a seeded
 ``eval_fraction`` of the train file is held out.
 

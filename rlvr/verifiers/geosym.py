@@ -15,9 +15,10 @@ as 0 only when it is not below 10^-40 at 60 digits.
 
 Extraction: the text after the last ``</think>``; the last ``\\boxed{...}`` (balanced braces; several
 boxes that differ are several answers and score 0), else the rest of the line after the last "answer"
-("The answer is ...", "Answer: ..."), else the last non-empty line. Then ``\\text{}`` wrappers, a trailing
-unit (cm, units, degrees, ``°``, ...), a leading ``AB =`` and a trailing ``≈ ...`` are dropped; several
-values (", ", ";", " or ", " and ") score 0.
+("The answer is ...", "Answer: ..."; several such markers with different values are several answers
+and score 0), else the last non-empty line; markdown bold around the answer is dropped. Then
+``\\text{}`` wrappers, a trailing unit (cm, units, degrees, ``°``, ...), a leading ``AB =`` and a trailing
+``≈ ...`` are dropped; several values (", ", ";", " or ", " and ") score 0.
 
 Parsing is safe: LaTeX (``\\frac``, ``\\sqrt``, ``\\pi``, ``\\cdot``, ``^``, ``√``, ``π``) is rewritten to SymPy
 syntax, and the result must consist of digits, ``. + - * / ( )``, spaces and the names ``sqrt`` and ``pi``
@@ -26,7 +27,11 @@ may not stack and their product is at most 1000 (``9**9**9`` and ``2**1000`` are
 them), and integers have at most 30 digits, so no power has more than 30000 digits. Only then does
 ``parse_expr`` run, with a global namespace holding nothing but SymPy's number classes and no builtins.
 Nothing is evaluated that these checks did not bound, so scoring never hangs and never raises: bad
-output scores 0 with a reason.
+output scores 0 with a reason. In particular a completion cut off inside its answer (stopped at the token
+limit: ``x = (3 + ``, an unclosed ``\\boxed{``, a dangling operator) scores 0 with the reason "incomplete
+expression" or "unbalanced parentheses": no exception of SymPy's tokenizer or parser leaves
+:func:`parse_answer` other than :class:`AnswerError` (tested by fuzzing random truncations of the solver's
+answers and random unicode).
 Source: GeoSym / GeoSym127K (2026), github.com/Tomie56/GeoSym127K.
 """
 
@@ -76,6 +81,18 @@ def _boxes(text: str) -> list[str]:
     return out
 
 
+def _values(spans: list[str]) -> set:
+    """The distinct values (rounded to 12 significant digits) of the spans that parse as answers."""
+    out = set()
+    for sp in spans:
+        try:
+            v = complex(parse_answer(sp).evalf(15))
+        except Exception:  # noqa: BLE001 - a span that is not an answer is not a second answer
+            continue
+        out.add((float(f"{v.real:.12g}"), float(f"{v.imag:.12g}")))
+    return out
+
+
 def extract_final(text: str) -> str:
     """The final answer span of a completion (see the module docstring)."""
     text = text.rsplit("</think>", 1)[-1]
@@ -86,9 +103,13 @@ def extract_final(text: str) -> str:
         return boxes[-1]
     hits = list(_ANSWER.finditer(text))
     if hits:
-        span = text[hits[-1].end():].strip().splitlines()
-        if span and span[0].strip():
-            return span[0].strip()
+        ends = [h.start() for h in hits[1:]] + [len(text)]
+        spans = [text[h.end():end].strip().splitlines() for h, end in zip(hits, ends)]
+        spans = [sp[0].strip() for sp in spans if sp and sp[0].strip()]
+        if len(spans) > 1 and len(_values(spans[-8:])) > 1:  # "Answer: 43 ... Answer: 42" is a hedge
+            raise AnswerError(f"several different answers: {spans[-4:]}")
+        if spans:
+            return spans[-1]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise AnswerError("empty completion")
@@ -97,6 +118,7 @@ def extract_final(text: str) -> str:
 
 def _strip(s: str) -> str:
     s = s.strip().strip("$").strip()
+    s = re.sub(r"^(\*\*|__)(.+)\1(?=\W*$)", r"\2", s).strip()  # markdown bold: **42**.
     s = re.sub(r"\\(?:text|mathrm|textrm|mbox)\s*\{([^{}]*)\}", r" \1 ", s)
     s = s.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
     s = re.sub(r"\\[,;:! ]", " ", s).replace("−", "-").replace("–", "-").strip().rstrip(".").strip()
@@ -150,7 +172,7 @@ def _latex(s: str) -> str:
 
 
 def _check_tokens(s: str) -> None:
-    toks, pos = [], 0
+    toks, pos, prev_number = [], 0, False
     while pos < len(s.rstrip()):
         m = _TOKEN.match(s, pos)
         if m is None or m.end() == pos:
@@ -160,6 +182,9 @@ def _check_tokens(s: str) -> None:
             raise AnswerError(f"unknown name {m.group(2)!r}")
         if m.group(1) and len(m.group(1).split(".")[0]) > MAX_INT_DIGITS:
             raise AnswerError("number too long")
+        if m.group(1) and prev_number:  # "1..5", "3.4.6": not one number, and no implicit product of two
+            raise AnswerError("two numbers in a row")
+        prev_number = bool(m.group(1))
         pos = m.end()
     growth = 1.0  # product of the exponents: bounds the digits of any power, however they nest
     for i, t in enumerate(toks):
@@ -186,8 +211,37 @@ def _check_tokens(s: str) -> None:
             raise AnswerError("powers too large")
 
 
+def _check_complete(s: str) -> None:
+    """Refuse an expression cut off or broken before SymPy's tokenizer sees it: unbalanced parentheses
+    ("x = (3 + ", a completion stopped at the token limit), a dangling operator, an empty group."""
+    depth = 0
+    for ch in s:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            raise AnswerError("unbalanced parentheses: ')' without '('")
+    if depth:
+        raise AnswerError("unbalanced parentheses: the expression is incomplete")
+    bare = s.strip()
+    if not bare or bare[-1] in "+-*/(" or bare[0] in "*/)":
+        raise AnswerError("incomplete expression (a dangling operator)")
+    if re.search(r"\(\s*\)", s):
+        raise AnswerError("empty parentheses")
+
+
 def parse_answer(text: str, max_chars: int = 200):
-    """A constant SymPy expression for an answer span, or :class:`AnswerError` with the reason."""
+    """A constant SymPy expression for an answer span, or :class:`AnswerError` with the reason.
+
+    Only :class:`AnswerError` leaves this function: a truncated, unbalanced or otherwise broken span is a
+    reason to score 0, never an exception of another type (the scorer stops a run whose verifier raises)."""
+    try:
+        return _parse_answer(text, max_chars)
+    except AnswerError:
+        raise
+    except Exception as e:  # noqa: BLE001 - TokenError, RecursionError, OverflowError, ... from SymPy on junk
+        raise AnswerError(f"cannot parse the answer: {type(e).__name__}") from None
+
+
+def _parse_answer(text: str, max_chars: int):
     s = _strip(text)
     if not s:
         raise AnswerError("empty answer")
@@ -200,6 +254,7 @@ def parse_answer(text: str, max_chars: int = 200):
     s = _latex(s)
     if len(s) > 2 * max_chars:
         raise AnswerError("answer too long")
+    _check_complete(s)
     _check_tokens(s)
     import sympy
     from sympy.parsing.sympy_parser import convert_xor, implicit_multiplication, parse_expr, standard_transformations
@@ -209,7 +264,7 @@ def parse_answer(text: str, max_chars: int = 200):
     try:
         expr = parse_expr(s, local_dict={"sqrt": sympy.sqrt, "pi": sympy.pi}, global_dict=glob,
                           transformations=standard_transformations + (implicit_multiplication, convert_xor))
-    except (SyntaxError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+    except Exception as e:  # noqa: BLE001 - SyntaxError, TokenError, TypeError, ...: all mean "not an answer"
         raise AnswerError(f"cannot parse {s!r}: {type(e).__name__}") from None
     if not isinstance(expr, sympy.Expr) or expr.free_symbols:
         raise AnswerError(f"not a number: {s!r}")
@@ -228,8 +283,6 @@ class GeoSymVerifier(BaseVerifier):
                 (ex, "3.46", 0.0), (ex, "\\boxed{3}", 0.0), (ex, "no idea", 0.0)]
 
     def score(self, example: Example, text: str) -> Score:
-        import sympy
-
         try:
             gold = parse_answer(example.answer, max_chars=10_000)
         except AnswerError as e:
@@ -239,7 +292,17 @@ class GeoSymVerifier(BaseVerifier):
             pred = parse_answer(span, self.p.max_chars)
         except AnswerError as e:
             return Score(0.0, {"correct": 0.0}, {"reason": str(e)})
+        except Exception as e:  # noqa: BLE001 - model output never raises out of the verifier
+            return Score(0.0, {"correct": 0.0}, {"reason": f"unreadable answer: {type(e).__name__}"})
         info = {"extracted": span, "parsed": str(pred)}
+        try:
+            return self._compare(pred, gold, info)
+        except Exception as e:  # noqa: BLE001 - an expression SymPy cannot evaluate is a wrong answer, not a crash
+            return Score(0.0, {"correct": 0.0}, {**info, "reason": f"cannot evaluate: {type(e).__name__}"})
+
+    def _compare(self, pred, gold, info: dict) -> Score:
+        import sympy
+
         p, g = complex(sympy.N(pred, 30)), complex(sympy.N(gold, 30))
         if p != p or abs(p) == float("inf") or abs(p.imag) > 1e-12 * max(1.0, abs(p)):
             return Score(0.0, {"correct": 0.0}, {**info, "reason": "not a finite real number"})

@@ -3,7 +3,13 @@
 A rubric is ``meta["rubric"]``: a list of criteria ``{"id", "kind", "value", "weight": 1, "category":
 "default", "required": false, "tolerance": 0}``. Each criterion is a predicate with score ``s_c`` in {0, 1}:
 
-- ``regex``: ``re.search(value, completion)`` (``flags`` "i", "m", "s" allowed);
+- ``regex``: ``re.search(value, completion)`` (``flags`` "i", "m", "s" allowed), bounded (docs/verifiers.md,
+  Rubric: bounded regex criteria): patterns of at most ``MAX_PATTERN_CHARS`` characters, refused when
+  shaped for catastrophic backtracking ((a+)+, (a*)*, (a|a)*, (a|ab)*, (a?)*: :func:`check_pattern`, at
+  rubric load); matched with the ``regex`` package under a timeout (``REGEX_TIMEOUT_S`` per criterion,
+  ``RUBRIC_BUDGET_S`` for all regex criteria of a completion; a timeout scores 0) on at most
+  ``MAX_REGEX_CHARS`` characters (a longer completion fails every regex criterion); without the package,
+  ``re`` on at most ``FALLBACK_REGEX_CHARS``;
 - ``contains`` / ``not_contains``: case-insensitive substring present / absent;
 - ``numeric``: the completion's answer (last ``<answer>`` block, else the whole text; then its last number)
   equals ``value`` within ``|a - b| <= tolerance`` (exact Fractions when ``tolerance`` is 0).
@@ -38,10 +44,17 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Literal, Sequence
+
+try:  # a dependency of transformers, so present wherever rlvr is installed; re is the guarded fallback
+    import regex as _regex
+except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
+    _regex = None
 
 from pydantic import Field
 
@@ -50,12 +63,18 @@ from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
 from rlvr.verifiers.format import extract_tag
 from rlvr.verifiers.numeric import extract_answer, parse_number
+from rlvr.verifiers.regex_risk import pattern_risk
 
-__all__ = ["Criterion", "parse_rubric", "criterion_score", "RubricVerifier", "RubricParams", "PolicyAwareRubric",
-           "pow3r_weights"]
+__all__ = ["Criterion", "parse_rubric", "criterion_score", "check_pattern", "RubricVerifier", "RubricParams",
+           "PolicyAwareRubric", "pow3r_weights"]
 
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 MAX_RUBRIC_CHARS = 100_000
+MAX_PATTERN_CHARS = 1_000      # longest regex criterion accepted
+MAX_REGEX_CHARS = 20_000       # longest text a regex criterion reads; longer texts fail every regex criterion
+FALLBACK_REGEX_CHARS = 2_000   # the same without the ``regex`` package (no timeout there)
+REGEX_TIMEOUT_S = 0.1          # one regex criterion on one completion (regex overshoots: ~2x, measured)
+RUBRIC_BUDGET_S = 0.5          # all regex criteria of one completion together
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,55 @@ class Criterion:
     flags: str = ""
 
 
+@lru_cache(maxsize=1024)
+def check_pattern(pattern: str, flags: str = "") -> Any:
+    """The compiled matcher of a regex criterion, refusing what cannot be bounded (docs/verifiers.md, Rubric:
+    bounded regex criteria): not a string, longer than ``MAX_PATTERN_CHARS``, invalid, or shaped for
+    catastrophic backtracking (nested quantifiers, overlapping alternatives or empty-matching bodies under a
+    quantifier). Raises ``ValueError``."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"a regex criterion needs a string pattern, got {type(pattern).__name__}")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"regex longer than {MAX_PATTERN_CHARS} characters")
+    bad = set(flags) - set(_FLAGS)
+    if bad:
+        raise ValueError(f"unknown regex flags {sorted(bad)} (allowed: i, m, s)")
+    bits = sum(_FLAGS[f] for f in set(flags))
+    try:
+        compiled = re.compile(pattern, bits)
+    except re.error as e:
+        raise ValueError(f"invalid regex {pattern[:80]!r}: {e}") from None
+    why = pattern_risk(pattern, bits)
+    if why:
+        raise ValueError(f"regex {pattern[:80]!r} risks catastrophic backtracking: {why}")
+    if _regex is not None:
+        try:
+            rbits = sum({"i": _regex.IGNORECASE, "m": _regex.MULTILINE, "s": _regex.DOTALL}[f] for f in set(flags))
+            return _regex.compile(pattern, rbits)
+        except Exception:  # noqa: BLE001 - a pattern only re accepts: re on the shorter, guarded text
+            pass
+    return compiled
+
+
+def _regex_search(text: str, c: "Criterion", deadline: float | None) -> tuple[float, bool]:
+    """(s_c, timed out) of a regex criterion, bounded in time: at most ``MAX_REGEX_CHARS`` of text (a longer
+    text fails the criterion: a match past a cut could flip a negative lookahead, so the cut is not read),
+    and with the ``regex`` package a timeout of ``REGEX_TIMEOUT_S``, less what the completion's other regex
+    criteria already used of ``RUBRIC_BUDGET_S`` (a timeout fails the criterion)."""
+    matcher = check_pattern(c.value, c.flags)
+    if _regex is None or not isinstance(matcher, _regex.Pattern):
+        return (0.0, False) if len(text) > FALLBACK_REGEX_CHARS else (float(matcher.search(text) is not None), False)
+    if len(text) > MAX_REGEX_CHARS:
+        return 0.0, False
+    timeout = REGEX_TIMEOUT_S if deadline is None else min(REGEX_TIMEOUT_S, deadline - time.monotonic())
+    if timeout <= 0:
+        return 0.0, True
+    try:
+        return float(matcher.search(text, timeout=timeout) is not None), False
+    except TimeoutError:
+        return 0.0, True
+
+
 def parse_rubric(items: Sequence[dict]) -> list[Criterion]:
     """Criteria from ``meta["rubric"]`` dicts; raises ``ValueError`` on an invalid rubric."""
     crits = [Criterion(**{"id": str(i), **item}) for i, item in enumerate(items)]
@@ -79,7 +147,7 @@ def parse_rubric(items: Sequence[dict]) -> list[Criterion]:
         if c.kind not in ("regex", "contains", "not_contains", "numeric") or c.weight < 0:
             raise ValueError(f"criterion {c.id!r}: unknown kind {c.kind!r} or negative weight")
         if c.kind == "regex":
-            re.compile(c.value, sum(_FLAGS[f] for f in c.flags))
+            check_pattern(c.value, c.flags)
     if sum(c.weight for c in crits) <= 0:
         raise ValueError("rubric weights sum to 0")
     return crits
@@ -95,14 +163,31 @@ def _numeric_ok(text: str, c: Criterion) -> bool:
     return got == want if c.tolerance == 0 else abs(got - want) <= Fraction(c.tolerance)
 
 
-def criterion_score(text: str, c: Criterion) -> float:
-    """``s_c`` in {0, 1} for one completion."""
+def criterion_score(text: str, c: Criterion, deadline: float | None = None) -> float:
+    """``s_c`` in {0, 1} for one completion; regex criteria are bounded (:func:`_regex_search`), and stop at
+    ``deadline`` (a ``time.monotonic()`` value) when one is given."""
     if c.kind == "regex":
-        return float(re.search(c.value, text, sum(_FLAGS[f] for f in c.flags)) is not None)
+        return _regex_search(text, c, deadline)[0]
     if c.kind in ("contains", "not_contains"):
         found = str(c.value).casefold() in text.casefold()
         return float(found == (c.kind == "contains"))
     return float(_numeric_ok(text, c))
+
+
+def _score_row(text: str, crits: Sequence[Criterion]) -> tuple[list[float], list[str]]:
+    """Every criterion's score for one completion under one deadline, and the ids of regex criteria that
+    timed out (they score 0)."""
+    deadline = time.monotonic() + RUBRIC_BUDGET_S
+    row, timeouts = [], []
+    for c in crits:
+        if c.kind == "regex":
+            score, timed_out = _regex_search(text, c, deadline)
+            if timed_out:
+                timeouts.append(c.id)
+        else:
+            score = criterion_score(text, c)
+        row.append(score)
+    return row, timeouts
 
 
 def _weighted(scores: Sequence[float], weights: Sequence[float]) -> float:
@@ -122,12 +207,14 @@ class RubricVerifier(BaseVerifier):
         if len(text) > MAX_RUBRIC_CHARS:
             return Score(0.0, {"correct": 0.0, "strict": 0.0}, {"reason": "completion too long"})
         crits = parse_rubric(example.meta.get("rubric") or [])
-        s = [criterion_score(text, c) for c in crits]
+        s, timeouts = _score_row(text, crits)
         strict = float(all(si == 1.0 for si, c in zip(s, crits) if c.required))
         r = _weighted(s, [c.weight for c in crits])
         r = 0.0 if self.required_gate and not strict else r
         comps = {f"crit/{c.id}": si for c, si in zip(crits, s)}
         info = {} if r >= 1.0 else {"reason": "failed: " + ", ".join(c.id for c, si in zip(crits, s) if si < 1)}
+        if timeouts:
+            info["regex_timeouts"] = timeouts
         return Score(r, {**comps, "strict": strict, "correct": float(all(si == 1.0 for si in s))}, info)
 
     def validation_cases(self):
@@ -200,8 +287,7 @@ class PolicyAwareRubric:
         A completion longer than ``MAX_RUBRIC_CHARS`` fails every criterion, as :class:`RubricVerifier` scores it.
         """
         crits = parse_rubric(example.meta.get("rubric") or [])
-        rows = [[criterion_score(t, c) for c in crits] if len(t) <= MAX_RUBRIC_CHARS else [0.0] * len(crits)
-                for t in texts]
+        rows = [_score_row(t, crits)[0] if len(t) <= MAX_RUBRIC_CHARS else [0.0] * len(crits) for t in texts]
         return self.rewards_from_rows(example, crits, rows)
 
     def rewards_from_rows(self, example: Example, crits: Sequence[Criterion],

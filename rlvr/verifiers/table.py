@@ -15,7 +15,14 @@ invalid JSON scores 0 (all components 0).
                values exactly (case-sensitive); order-insensitive
     reward   = format_weight * format + accuracy         (Table-R1: format_weight = 1, reward in [0, 2])
 
-``table_fv`` (TabFact): the same with ``accuracy = 1[label == gold]`` over labels ``entailed`` / ``refuted``.
+``table_fv`` (TabFact): the same with ``accuracy = 1[label == gold]`` over labels ``entailed`` / ``refuted``
+(the gold may be written 1/0, SUPPORTS/REFUTES, true/false, any case: :func:`gold_label`).
+
+Against hedging (deviations from the reference; docs/verifiers.md, Table QA: hedges, lists and several answers):
+the answer is read only from the ``<answer>`` blocks when there is one (the reference falls back to JSON
+anywhere, so ``<answer>London</answer> {"answer": ["Paris"]}`` scored Paris), and answer objects with
+different values in that region (``{"answer": "entailed"} or {"answer": "refuted"}``, two answer blocks)
+score 0 instead of the first one winning.
 
 Gold data: ``meta["denotation"]`` (list of gold values, all required; ``table_qa``) and ``meta["label"]``
 (``table_fv``); without them ``answer`` is parsed (a JSON list, a ``{"answer": ...}`` object, or a plain
@@ -28,6 +35,9 @@ stripped before the format check (the reference fails a trailing newline).
 extra whitespace): the answer span is the last ``<answer>`` block, else the last non-empty line; a span
 longer than ``max_answer_tokens`` words scores 0, so list-everything answers cannot farm F1 credit.
 ``reward = max over gold aliases of EM (0/1) or token F1``; aliases from ``meta["aliases"]``, else ``[answer]``.
+Several ``<answer>`` blocks that differ, a hedge ("Paris or London", "maybe Paris", "Paris/London") and a list
+holding a gold alias next to other items ("Paris, London") score 0 (:func:`hedge_reason`); a gold that
+itself contains such a word or separator still matches itself.
 """
 
 from __future__ import annotations
@@ -35,7 +45,6 @@ from __future__ import annotations
 import json
 import re
 import string
-from collections import Counter
 from typing import Any
 
 from pydantic import Field
@@ -44,10 +53,12 @@ from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
 from rlvr.verifiers.format import extract_tag, last_line
+from rlvr.verifiers.spans import _norm_or_raw, hedge_reason, squad_normalize, token_f1  # noqa: F401 (re-exported)
 
 __all__ = ["TableQAVerifier", "TableFVVerifier", "TableEMVerifier", "TableF1Verifier",
            "extract_table_answer", "normalize_denotation", "denotation_match", "squad_normalize",
-           "token_f1", "TableR1Params", "SpanParams"]  # the free-form verifier lives in table_ff.py
+           "token_f1", "TableR1Params", "SpanParams", "SeveralAnswers", "answer_region", "gold_label",
+           "hedge_reason"]  # the free-form verifier lives in table_ff.py
 
 _THINK_ANSWER = re.compile(r"^<think>.*?</think>\s*<answer>.*?</answer>$", re.DOTALL)
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -83,15 +94,44 @@ def _search(text: str, patterns: tuple[re.Pattern, ...], labels: bool) -> Any:
     return None
 
 
+class SeveralAnswers(ValueError):
+    """The completion states more than one different answer (a hedge); it scores 0."""
+
+
+def answer_region(text: str) -> str:
+    """Where the answer must be: the ``<answer>`` blocks when there is one (never the reasoning or text around
+    them), else the whole completion."""
+    blocks = _ANSWER_BLOCK.findall(text)
+    return "\n".join(blocks) if blocks else text
+
+
+def _answer_key(value: Any, labels: bool) -> Any:
+    if labels:
+        return value
+    norm = normalize_denotation(value)
+    return tuple(sorted(map(repr, norm))) if norm else repr(value)
+
+
 def extract_table_answer(text: str, labels: bool = False) -> Any:
-    """Table-R1 extraction: the answer list (or label when ``labels``) from ``<answer>``, else anywhere."""
+    """The answer list (or label when ``labels``): Table-R1's patterns (a fenced JSON block first, then a bare
+    object) searched in :func:`answer_region`. Raises :class:`SeveralAnswers` when the region holds answer
+    objects with different values (``{"answer": "entailed"} or {"answer": "refuted"}``)."""
     patterns = _FV_PATTERNS if labels else _QA_PATTERNS
-    block = _ANSWER_BLOCK.search(text)
-    if block is not None:
-        found = _search(block.group(1), patterns, labels)
-        if found is not None:
-            return found
-    return _search(text, patterns, labels)
+    region = answer_region(text)
+    found = _search(region, patterns, labels)
+    if found is None:
+        return None
+    keys = {_answer_key(found, labels)}
+    for m in _QA_PATTERNS[-1].finditer(region):  # every bare object, fenced ones included, any value
+        value = _parse_answer_json(m.group(1).strip(), False)
+        if value is None:  # not an answer object (invalid JSON): neither answer nor hedge
+            continue
+        if labels:  # a label and a non-label ({"answer": "Big Ben"}) are two answers too
+            value = value[0] if len(value) == 1 and isinstance(value[0], str) else json.dumps(value)
+        keys.add(_answer_key(value, labels))
+        if len(keys) > 1:
+            raise SeveralAnswers("several different answers: " + ", ".join(sorted(map(str, keys)))[:200])
+    return found
 
 
 def normalize_denotation(values: list) -> list:
@@ -176,7 +216,10 @@ class _TableR1Base(BaseVerifier):
         if len(text) > self.max_chars:
             return _zero(f"completion longer than {self.max_chars} characters")
         text = text.strip()
-        answer = extract_table_answer(text, self.labels)
+        try:
+            answer = extract_table_answer(text, self.labels)
+        except SeveralAnswers as e:
+            return _zero(str(e))
         if answer is None:
             return _zero('no {"answer": ...} JSON found')
         acc, reason = self._accuracy(example, answer)
@@ -214,7 +257,7 @@ class TableFVVerifier(_TableR1Base):
     labels = True
 
     def _accuracy(self, example, answer):
-        gold = _gold_list(example, "label")[0]
+        gold = gold_label(_gold_list(example, "label")[0])
         ok = answer == gold
         return float(ok), None if ok else f"label {answer!r} != {gold!r}"
 
@@ -222,6 +265,21 @@ class TableFVVerifier(_TableR1Base):
         ex = Example("table-fv-1", "q", '{"answer": "refuted"}', meta={"label": "refuted"})
         return [(ex, 'so {"answer": "refuted"}', 1.0), (ex, '{"answer": "entailed"}', 0.0),
                 (ex, '{"answer": "maybe"}', 0.0), (ex, "refuted", 0.0)]
+
+
+_GOLD_LABELS = {"entailed": "entailed", "entails": "entailed", "supported": "entailed", "supports": "entailed",
+                "true": "entailed", "1": "entailed", "refuted": "refuted", "refutes": "refuted", "false": "refuted",
+                "0": "refuted"}
+
+
+def gold_label(value: Any) -> str:
+    """A dataset's gold label as ``entailed`` / ``refuted``: TabFact's 1/0, FEVEROUS-style SUPPORTS /
+    REFUTES, booleans and any letter case are accepted for the *gold* (predictions must say ``entailed`` or
+    ``refuted``). Anything else is a broken example and raises."""
+    key = str(int(value)) if isinstance(value, (bool, int)) else str(value).strip().casefold()
+    if key not in _GOLD_LABELS:
+        raise ValueError(f"gold label {value!r} is not entailed/refuted (or 1/0, supported/refuted, true/false)")
+    return _GOLD_LABELS[key]
 
 
 class TableR1Params(Params):
@@ -244,24 +302,6 @@ def _table_fv(p: TableR1Params) -> TableFVVerifier:
     return TableFVVerifier(p.format_weight, p.tolerance, p.max_items, p.max_chars)
 
 
-def squad_normalize(s: str) -> str:
-    """SQuAD normalisation: lowercase, drop punctuation and the articles a/an/the, collapse whitespace."""
-    s = "".join(ch for ch in s.lower() if ch not in _PUNCT)
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
-
-
-def token_f1(pred: str, gold: str) -> float:
-    """SQuAD token F1 of the normalised strings (1 when both are empty)."""
-    p, g = squad_normalize(pred).split(), squad_normalize(gold).split()
-    if not p or not g:
-        return float(p == g)
-    common = sum((Counter(p) & Counter(g)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(p), common / len(g)
-    return 2 * precision * recall / (precision + recall)
-
-
 class _SpanBase(BaseVerifier):
     def __init__(self, max_answer_tokens: int = 32, max_chars: int = 16_000):
         self.max_answer_tokens, self.max_chars = max_answer_tokens, max_chars
@@ -272,6 +312,9 @@ class _SpanBase(BaseVerifier):
     def score(self, example: Example, text: str) -> Score:
         if len(text) > self.max_chars:
             return Score(0.0, {"correct": 0.0}, {"reason": f"completion longer than {self.max_chars} characters"})
+        blocks = [b.strip() for b in _ANSWER_BLOCK.findall(text)]
+        if len({_norm_or_raw(b) for b in blocks}) > 1:
+            return Score(0.0, {"correct": 0.0}, {"reason": f"several different <answer> blocks: {blocks[:4]}"})
         span = extract_tag(text, "answer")
         span = last_line(text) if span is None else span
         if not span:
@@ -279,6 +322,9 @@ class _SpanBase(BaseVerifier):
         if len(span.split()) > self.max_answer_tokens:
             return Score(0.0, {"correct": 0.0}, {"reason": f"answer longer than {self.max_answer_tokens} words"})
         aliases = [str(a) for a in _gold_list(example, "aliases")] if "aliases" in example.meta else [example.answer]
+        hedge = hedge_reason(span, aliases)
+        if hedge:
+            return Score(0.0, {"correct": 0.0}, {"answer": span, "reason": hedge})
         r = max(self._metric(span, g) for g in aliases)
         return Score(r, {"correct": float(r >= 1.0)}, {"answer": span})
 
@@ -294,7 +340,7 @@ class TableEMVerifier(_SpanBase):
     name = "table_em"
 
     def _metric(self, pred, gold):
-        return float(squad_normalize(pred) == squad_normalize(gold))
+        return float(_norm_or_raw(pred) == _norm_or_raw(gold))
 
 
 class TableF1Verifier(_SpanBase):

@@ -11,6 +11,13 @@ answer-block and format conventions of :mod:`rlvr.verifiers.table`.
     accuracy = (sentence BLEU / 100 + ROUGE-L F) / 2   (sacrebleu exp smoothing, effective order; rouge_score
                with the Porter stemmer; pure-Python ports in :mod:`rlvr.verifiers.textmetrics`)
     format   = the TQA format check with any JSON answer value;  reward = format_weight * format + accuracy
+
+Deviations from the reference, against reward hacks (docs/verifiers.md, Table QA: hedges, lists and several
+answers): the ``<answer>`` block, when there is one, is the answer (no fall-back to JSON elsewhere in the
+completion); accuracy is 0 for several different JSON answers, for a JSON list that holds the reference
+next to other items, and for a hedge or list by :func:`rlvr.verifiers.table.hedge_reason` ("SUPPORTED or
+REFUTED", "X / Y"); a reference of at most ``short_reference_tokens`` (2) words is a label or a value and is
+compared by exact match after SQuAD normalisation (BLEU/ROUGE-L paid 0.58 for "SUPPORTED REFUTED").
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from pydantic import Field
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
-from rlvr.verifiers.table import _ANSWER_BLOCK, _THINK_ANSWER, _gold_list, _tags_once
+from rlvr.verifiers.table import (_ANSWER_BLOCK, _THINK_ANSWER, _gold_list, _norm_or_raw, _tags_once, answer_region,
+                                  hedge_reason, squad_normalize)
 from rlvr.verifiers.textmetrics import rouge_l, sentence_bleu
 
 __all__ = ["TableFFVerifier", "extract_free_form"]
@@ -56,11 +64,39 @@ def _ff_text(value: Any) -> str:
 
 
 def extract_free_form(text: str) -> str:
-    """Table-R1 FF-TQA answer text: the JSON answer in ``<answer>``, else anywhere, else the whole output."""
-    block = _ANSWER_BLOCK.search(text)
-    found = _ff_search(block.group(1)) if block is not None else _MISSING
-    found = _ff_search(text) if found is _MISSING else found
-    return text.strip() if found is _MISSING else _ff_text(found)
+    """FF-TQA answer text: the JSON answer in the ``<answer>`` blocks, else (no JSON there) the blocks' text;
+    without a block, the JSON answer anywhere, else the whole output. Table-R1's reference falls back from
+    an answer block without JSON to JSON anywhere in the completion; here the answer block is the answer."""
+    region = answer_region(text)
+    found = _ff_search(region)
+    return region.strip() if found is _MISSING else _ff_text(found)
+
+
+def _ff_values(text: str) -> list:
+    """Every JSON answer value in the answer region (each ``{"answer": ...}`` object that parses)."""
+    out = []
+    for m in _FF_PATTERNS[1].finditer(answer_region(text)):
+        value = _ff_parse(m.group(1))
+        if value is not _MISSING:
+            out.append(value)
+    return out
+
+
+def free_form_hedge(text: str, reference: str) -> str | None:
+    """Why the answer is a hedge or several answers, or None (docs/verifiers.md, Table QA: hedges, lists and
+    several answers):
+    different JSON answers in the answer region; a JSON list one of whose elements is the reference while
+    others are not; or a hedge or list by :func:`rlvr.verifiers.table.hedge_reason` ("SUPPORTED or REFUTED")."""
+    values = _ff_values(text)
+    if len({_norm_or_raw(_ff_text(v)) for v in values}) > 1:
+        return "several different answers"
+    pred = extract_free_form(text)
+    target = _norm_or_raw(reference)
+    for v in values[:1]:
+        if isinstance(v, list) and len(v) > 1 and _norm_or_raw(pred) != target and \
+                any(_norm_or_raw(str(x)) == target for x in v):
+            return "a list of answers that contains the reference: give one answer"
+    return hedge_reason(pred, [reference])
 
 
 def _ff_format_ok(text: str) -> bool:
@@ -75,8 +111,9 @@ class TableFFVerifier(BaseVerifier):
 
     name = "table_ff"
 
-    def __init__(self, format_weight: float = 1.0, max_chars: int = 16_000):
+    def __init__(self, format_weight: float = 1.0, max_chars: int = 16_000, short_reference_tokens: int = 2):
         self.format_weight, self.max_chars = format_weight, max_chars
+        self.short_reference_tokens = short_reference_tokens
 
     def score(self, example: Example, text: str) -> Score:
         if len(text) > self.max_chars:
@@ -87,8 +124,18 @@ class TableFFVerifier(BaseVerifier):
         if not gold:
             raise ValueError("the example has no gold reference")
         pred, ref = extract_free_form(text), _ff_text(gold[0])
+        fmt = float(_ff_format_ok(text))
+        hedge = free_form_hedge(text, ref)
+        if hedge:
+            comps = {"correct": 0.0, "format": fmt, "accuracy": 0.0, "bleu": 0.0, "rouge_l": 0.0}
+            return Score(self.format_weight * fmt, comps, {"answer": pred, "reason": hedge})
+        if len(squad_normalize(ref).split()) <= self.short_reference_tokens:
+            # a label or a value ("SUPPORTED", "1998"): n-gram overlap would pay "SUPPORTED REFUTED" 0.58
+            acc = float(_norm_or_raw(pred) == _norm_or_raw(ref))
+            comps = {"correct": acc, "format": fmt, "accuracy": acc, "bleu": acc, "rouge_l": acc, "exact": 1.0}
+            return Score(self.format_weight * fmt + acc, comps, {"answer": pred})
         bleu, rouge = sentence_bleu(pred, ref) / 100.0, rouge_l(pred, ref)
-        acc, fmt = (bleu + rouge) / 2, float(_ff_format_ok(text))
+        acc = (bleu + rouge) / 2
         comps = {"correct": float(acc >= 1.0), "format": fmt, "accuracy": acc, "bleu": bleu, "rouge_l": rouge}
         return Score(self.format_weight * fmt + acc, comps, {"answer": pred})
 
@@ -105,9 +152,12 @@ class TableFFParams(Params):
     format_weight: float = Field(1.0, ge=0.0, description="weight of the 0/1 format score added to the BLEU/ROUGE-L "
                                                           "accuracy (Table-R1: 1, so rewards lie in [0, 2])")
     max_chars: int = Field(16_000, gt=0, description="longer completions score 0 without being scanned")
+    short_reference_tokens: int = Field(2, ge=0, description="references of at most this many (SQuAD-normalised) "
+                                                             "words are labels or values: exact match instead of "
+                                                             "BLEU/ROUGE-L (0: never)")
 
 
 @VERIFIERS.register("table_ff", TableFFParams)
 def _table_ff(p: TableFFParams) -> TableFFVerifier:
-    """Table-R1 FF-TQA (FeTaQA): format_weight*format + (sentence BLEU/100 + ROUGE-L F)/2."""
-    return TableFFVerifier(p.format_weight, p.max_chars)
+    """Table-R1 FF-TQA (FeTaQA): format_weight*format + (sentence BLEU/100 + ROUGE-L F)/2; hedges score 0."""
+    return TableFFVerifier(p.format_weight, p.max_chars, p.short_reference_tokens)

@@ -1,4 +1,4 @@
-"""One test (at least) per DeFAb decision (docs/verifiers.md, DeFAb decision 1 to 7), as documented in
+"""One test (at least) per DeFAb decision (docs/verifiers.md, DeFAb decision 1 to 8), as documented in
 rlvr.defab.checks."""
 
 import pytest
@@ -175,3 +175,12 @@ def test_6f_superiority_over_strict_rules_in_theories_but_not_in_answers():
 def test_6g_the_anomaly_is_the_wrongly_derived_literal():
     with pytest.raises(InstanceError, match="not a defeasible anomaly"):
         score_answer(PENGUIN, ANOMALY.complement(), "d: penguin(X) ~> flies(X).", 3)
+
+
+def test_8_a_revision_broader_than_the_evidence_is_not_conservative():
+    # one penguin and no other bird: nothing in D⁻ shows bird(X) too broad, the probe individuals do
+    t = parse_theory("penguin(opus).\ns1: penguin(X) -> bird(X).\nr1: bird(X) => flies(X).\n")
+    a = parse_literal("flies(opus)")
+    assert score_answer(t, a, "d: penguin(X) ~> ~flies(X).", 3).score == 1.0
+    v = score_answer(t, a, "d: bird(X) ~> ~flies(X).", 3)
+    assert v.score == 0.5 and v.details["lost"] == [] and v.details["lost_probes"] == ["flies(probe_bird)"]

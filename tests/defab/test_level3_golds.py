@@ -37,8 +37,27 @@ def _oracle(inst: Instance, h: Rule, gamma: tuple) -> float:
     protected = protected_expectations(inst.theory, inst.target)
     lost = protected - revised.defeasible
     bias = LanguageBias.for_instance(inst.theory, inst.target)
+    well_formed = not well_formedness(h, gamma, inst.theory, bias)
+    lost = lost | (_probe_losses(inst, h, gamma) if well_formed else set())  # decision 8
     st = classify_strength(False, revised.proves(inst.target.complement()), not lost)
-    return graded_score(True, not well_formedness(h, gamma, inst.theory, bias), not lost, st)
+    return graded_score(True, well_formed, not lost, st)
+
+
+def _probe_losses(inst: Instance, h: Rule, gamma: tuple) -> set:
+    """Decision 8, recomputed with the naive engine: one probe individual per class (unary predicate of a
+    fact or strict rule); the probes not strictly members of one of the anomaly individual's own classes
+    must keep their expectations."""
+    ind = inst.target.args[0]
+    own = {f.predicate for f in inst.theory.facts if f.args == (ind,)}
+    lits = [*inst.theory.facts, *(x for r in inst.theory.rules if r.kind is RuleKind.STRICT for x in (*r.body, r.head))]
+    classes = {x.predicate for x in lits if len(x.args) == 1 and not x.negated} - {inst.target.predicate}
+    probes = [Literal.of(c, f"probe_{c}") for c in sorted(classes)]
+    plus = inst.theory.add(*probes)
+    base = derive_naive(ground(plus, "exhaustive"))
+    watched = {p.args[0] for p in probes if not any(Literal.of(c, p.args[0]) in base.definite for c in own)}
+    keep = {q for q in base.defeasible if set(q.args) & watched}
+    after = derive_naive(ground(plus.add(h, *gamma), "exhaustive", range_restricted=False))
+    return keep - after.defeasible
 
 
 def test_generated_level3_covers_both_hypothesis_types():
@@ -120,8 +139,10 @@ def test_mutated_exception_golds_score_lower_and_match_the_oracle():
     for kind in ("head", "no body", "reversed", "unknown rule", "strict", "positive head"):
         assert max(scores[kind]) < 1.0, (kind, scores[kind])
     assert min(scores["body"]) == 0.0
-    # a broader exception derives α but loses the class's other members: strong, not conservative (0.75)
+    # a broader exception derives α but loses the class's other members: strong, not conservative (0.75);
+    # with decision 8 that holds even when the instance has no other member of the class (a probe is one)
     assert 0.75 in scores.get("broader", []), scores.get("broader")
+    assert max(scores.get("broader", [0.0])) < 1.0, scores.get("broader")
 
 
 def test_exception_gold_json_round_trip_and_cli(tmp_path):

@@ -167,15 +167,16 @@ def test_pow3r_rewards_drive_real_training_steps(tmp_path, monkeypatch):
     seen = []
     real = scoring_mod.Scorer.score_many
 
-    def record(self, examples, texts):
-        scores, stats = real(self, examples, texts)
-        seen.append((list(examples), list(texts), scores))
+    def record(self, examples, texts, groups=True):
+        scores, stats = real(self, examples, texts, groups)
+        if groups:  # training's calls (evaluation scores each completion alone: groups=False)
+            seen.append((list(examples), list(texts), scores))
         return scores, stats
 
     monkeypatch.setattr(scoring_mod.Scorer, "score_many", record)
     train(load_config(overrides=_overrides(tmp_path, "run", "train.checkpoint_every=1")))
     run = tmp_path / "run"
-    assert len(seen) == 2  # one scoring call per step (evaluation scores with task.score)
+    assert len(seen) == 2  # one scoring call per step
     direct = PolicyAwareRubric(ema_decay=0.5)
     for examples, texts, scores in seen:  # replay every group, in order, through POW3R computed directly
         for gid in dict.fromkeys(e.id for e in examples):

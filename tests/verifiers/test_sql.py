@@ -58,7 +58,11 @@ def test_multiset_and_order_semantics(db):
     assert v(ordered, "SELECT name FROM city ORDER BY population").reward == 0.0
     sub = ex(db, "SELECT name FROM (SELECT name FROM city ORDER BY area LIMIT 3)")
     assert not has_top_level_order_by(sub.answer)
-    assert v(sub, "SELECT name FROM city WHERE area < 106").reward == 1.0
+    # a subquery's ORDER BY does not order the result: compared as multisets on this database. The query
+    # matches here by coincidence, so the default test-suite check (perturbed copies) scores it 0
+    # (tests/verifiers/test_sql_bounds.py); db_variants=0 is the single-database execution match
+    assert SQLVerifier(db_variants=0)(sub, "SELECT name FROM city WHERE area < 106").reward == 1.0
+    assert v(sub, "SELECT name FROM city WHERE area < 106").reward == 0.0
     assert has_top_level_order_by("select a from t\n order  by a") and not has_top_level_order_by("select 'order by'")
     assert results_match([(1,)], [(1.0,)], ordered=True)
     assert not results_match([(1, 2)], [(2, 1)], ordered=False)
