@@ -104,6 +104,7 @@ def test_pairs_are_ranked_by_the_verifier_and_equal_rewards_make_none():
     assert g is None or not g.any()
 
 
+@pytest.mark.slow  # (tests/test_recipes.py trains every recipe two steps in the default run)
 def test_the_dpo_recipe_on_defab_trains(tmp_path):
     from tests.methods.helpers import run_recipe_steps
 
