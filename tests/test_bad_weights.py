@@ -277,4 +277,9 @@ def test_a_good_directory_trains_and_a_damaged_checkpoint_refuses_to_resume(whol
     assert ckpt.is_file()
     ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 3])
     result = runner.invoke(app, ["train", "--resume", str(tmp_path / "run"), "--set", "train.steps=2"])
+    # the checkpoint's checksums catch it first (rlvr.core.integrity): named, with its size against the written one
+    assert result.exit_code == 1 and "model/model.safetensors has" in result.output, result.output
+    assert "every checkpoint" in result.output and "Traceback" not in result.output
+    (ckpt.parents[1] / "checksums.json").unlink()  # a checkpoint from before checksums: the load check names it
+    result = runner.invoke(app, ["train", "--resume", str(tmp_path / "run"), "--set", "train.steps=2"])
     _refused(result, "model.safetensors is truncated or corrupt", str(ckpt.parent))

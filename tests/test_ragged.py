@@ -24,6 +24,7 @@ EXTRA_FIXTURES = {
     "old_logp": lambda n, g: -torch.rand(n, T, generator=g),  # log-probs: <= 0
     "ref_logp": lambda n, g: -torch.rand(n, T, generator=g),
     "teacher_logp": lambda n, g: -torch.rand(n, T, generator=g),
+    "teacher_model_logp": lambda n, g: -torch.rand(n, T, generator=g),
     "neg_teacher_logp": lambda n, g: -torch.rand(n, T, generator=g),
     "entropy": lambda n, g: torch.rand(n, T, generator=g),  # >= 0
     "self_certainty": lambda n, g: torch.rand(n, T, generator=g),  # logsumexp - mean >= 0
@@ -59,7 +60,8 @@ EXTRA_FIXTURES = {
     "belief_segment": lambda n, g: 1 + (torch.rand(n, T, generator=g) < 0.4).float().cumsum(1),
 }
 # parameters for the components whose params have required fields (the rest run with their defaults)
-REQUIRED_PARAMS = {("REWARD_TRANSFORMS", "fgrpo"): {"constraints": {"correct": 0.5}}}
+REQUIRED_PARAMS = {("REWARD_TRANSFORMS", "fgrpo"): {"constraints": {"correct": 0.5}},
+                   ("ADVANTAGE_TRANSFORMS", "distill"): {"teacher": "/teacher"}}
 
 
 def test_every_extra_has_a_fixture():
