@@ -173,3 +173,30 @@ def test_the_pool_replaces_abandoned_workers_and_cancels_queued_calls():
     assert late.cancelled() or late.result(timeout=1) == 1
     with pytest.raises(RuntimeError, match="closed"):
         pool.submit(lambda: 1)
+
+
+def test_futures_of_another_pool_share_one_deadline():
+    """A Ray pool's futures offer result(timeout) and cancel() only: one deadline for the call, as before."""
+    import concurrent.futures as cf
+
+    class Remote:  # a stand-in for rlvr.distributed.ray_engine._Future
+        def __init__(self, value=None, hang=False, boom=False):
+            self.value, self.hang, self.boom, self.cancelled = value, hang, boom, False
+
+        def result(self, timeout=None):
+            if self.boom:
+                raise RuntimeError("remote failed")
+            if self.hang:
+                time.sleep(timeout or 0)
+                raise cf.TimeoutError()
+            return self.value
+
+        def cancel(self):
+            self.cancelled = True
+            return True
+
+    hung = Remote(hang=True)
+    t0 = time.perf_counter()
+    out = wait_each([Remote(1), hung, Remote(boom=True), Remote(3)], 0.2)
+    assert time.perf_counter() - t0 < 1.0 and hung.cancelled
+    assert out[0] == (1, None) and out[1] == (None, "timeout") and out[2][1] == "error" and out[3] == (3, None)

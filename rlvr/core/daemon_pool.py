@@ -108,8 +108,10 @@ class DaemonPool:
 def wait_each(futures: list[cf.Future], timeout_s: float, pool: DaemonPool | None = None,
               poll_s: float = 0.02) -> list[tuple[Any, str | None]]:
     """``(result, None)`` per future, or ``(None, "timeout")`` for a call that ran longer than ``timeout_s`` from
-    its start (abandoned in ``pool``), or ``(exception, "error")`` for one that raised. Futures without ``started``
-    (another pool's) share one deadline from now."""
+    its start (abandoned in ``pool``), or ``(exception, "error")`` for one that raised. Futures of another kind
+    (a Ray pool's: ``result(timeout)`` and ``cancel()`` only) share one deadline from now."""
+    if not all(isinstance(f, cf.Future) for f in futures):
+        return _wait_shared(futures, timeout_s)
     out: list[Any] = [None] * len(futures)
     pending = set(range(len(futures)))
     t0 = time.monotonic()
@@ -132,4 +134,19 @@ def wait_each(futures: list[cf.Future], timeout_s: float, pool: DaemonPool | Non
                     f.cancel()
                 out[i] = (None, "timeout")
                 pending.discard(i)
+    return out
+
+
+def _wait_shared(futures: list[Any], timeout_s: float) -> list[tuple[Any, str | None]]:
+    """:func:`wait_each` for futures that only offer ``result(timeout)`` and ``cancel()``: one deadline for all."""
+    deadline = time.monotonic() + timeout_s
+    out: list[tuple[Any, str | None]] = []
+    for f in futures:
+        try:
+            out.append((f.result(timeout=max(0.0, deadline - time.monotonic())), None))
+        except cf.TimeoutError:
+            f.cancel()
+            out.append((None, "timeout"))
+        except Exception as e:  # noqa: BLE001 (the caller decides what an error means)
+            out.append((e, "error"))
     return out
