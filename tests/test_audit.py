@@ -292,8 +292,10 @@ def test_cli_user_config_strict_passes(tmp_path):
 def test_cli_task_and_verifier(tmp_path):
     r = runner.invoke(app, ["audit", "--task", "arithmetic", "--set", "task.num_eval=4", "-n", "2", "--family",
                             "hedge", "--json", str(tmp_path / "a.json")])
-    assert r.exit_code == 1 and "hack" in r.output  # the numeric verifier reads the last number: hedges pay
     data = json.loads((tmp_path / "a.json").read_text())
+    # the numeric verifier refuses hedges ("5 or 6", "either 5 or 6"): no hack, exit 0 (a gameable reward's
+    # exit 1 is tested above)
+    assert r.exit_code == 0 and data["counts"]["hack"] == 0, r.output
     assert data["target"] == "arithmetic/eval" and data["settings"]["examples"] == 2
     r = runner.invoke(app, ["audit", "--verifier", "exact", "-n", "1"])
     assert r.exit_code == 0, r.output

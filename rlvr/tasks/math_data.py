@@ -1,7 +1,9 @@
 """``gsm8k`` and ``math``: loaders for GSM8K-style and MATH-style data files, scored by the ``math`` verifier.
 
-GSM8K rows are ``{"question": ..., "answer": "<worked solution> #### 72"}``: the gold answer is what follows
-the last ``####`` (thousands separators removed) and the worked solution is the supervised target.
+GSM8K rows are ``{"question": ..., "answer": "<worked solution> #### 72"}``: the gold answer is the rest of
+the last ``####`` line (thousands separators removed; see :func:`gsm8k_gold`) and the worked solution is the
+supervised target. Completions are scored by the ``math`` verifier, whose ``#### N`` marker wins over every
+number (dollar amounts included) in the reasoning before it.
 MATH rows are ``{"problem": ..., "solution": "... \\boxed{\\frac{1}{2}}"}`` (an ``answer`` field, as in
 MATH-500, wins when present): the gold answer is the last balanced ``\\boxed{}`` of the solution. Files are
 JSONL, parquet or saved ``datasets`` directories, as for the ``dataset`` task. ``instruction`` is appended
@@ -10,6 +12,7 @@ to each prompt (e.g. where to put the final answer).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field
@@ -36,9 +39,17 @@ class MathDataParams(Params):
 
 
 def gsm8k_gold(solution: str) -> str | None:
+    """The value on the last ``#### N`` line (the rest of that line only; thousands commas, a currency sign
+    and Unicode look-alikes such as a minus sign U+2212 normalised: ``#### −1,234`` is ``-1234``)."""
+    from rlvr.verifiers.math.chars import fold
+
     if "####" not in solution:
         return None
-    return solution.rsplit("####", 1)[1].strip().replace(",", "") or None
+    line = fold(solution.rsplit("####", 1)[1]).strip().split("\n", 1)[0].strip()
+    line = re.sub(r"^\\?\$\s*", "", line).rstrip(".").strip()
+    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", line):
+        line = line.replace(",", "")
+    return line or None
 
 
 def math_gold(row: dict[str, Any]) -> str | None:

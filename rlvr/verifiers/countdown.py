@@ -7,7 +7,8 @@ e.g. ``"(6-2)*5"``.
 Reward (``countdown``)::
 
     expr   = last <answer>...</answer> block, else the last non-empty line (unless require_tags);
-             an "= ..." restatement after the expression is dropped (only the left side is evaluated)
+             an "= N" restatement after the expression is allowed when N is the target (only the left
+             side is evaluated); any other text after it ("= 21", "# correct", "Correct!") scores 0
     r = 1               if expr parses to + - * / and parentheses over integer literals, the literals'
                         multiset is contained in (mode=at_most_once) or equal to (mode=exactly_once) the
                         given numbers, and its exact Fraction value equals the target
@@ -17,6 +18,13 @@ Reward (``countdown``)::
 TinyZero (Pan et al. 2025, github.com/Jiayi-Pan/TinyZero ``countdown.py``) uses exactly-once and a format
 score of 0.1; reasoning-gym's countdown gives 0.05 to parseable-but-wrong answers and 0.01 otherwise.
 Here ``format_reward`` defaults to 0 so that wrong answers score exactly 0; set it to 0.1 for TinyZero.
+
+Hacks that score 0 (docs/verifiers.md, *Countdown: what counts as the expression*): several ``<answer>``
+blocks holding different expressions; text after the expression (a ``#`` comment, grader text, a claimed
+value other than the target); a number used more often than given, or not given at all; ``**``, floats and
+everything outside the grammar below. Unicode look-alikes are folded first (``rlvr/verifiers/math/chars.py``):
+``−`` is a minus, ``×``/``·``/``⋅`` multiply, ``÷`` divides, fullwidth digits are digits; invisible
+characters are removed. A float target is read as the decimal it prints as (``0.1`` is 1/10).
 
 Evaluation never calls ``eval``: the expression is parsed with :mod:`ast` and walked over
 :class:`fractions.Fraction`, so ``6/4*2 == 3`` exactly. Only integer literals, binary ``+ - * /``,
@@ -40,12 +48,18 @@ from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
 from rlvr.verifiers.format import extract_tag, last_line
+from rlvr.verifiers.math.chars import fold
 
 __all__ = ["CountdownVerifier", "CountdownParams", "evaluate_expression", "extract_expression", "ExpressionError"]
 
 _BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
            ast.Div: lambda a, b: a / b}
 _DIGITS = re.compile(r"[0-9]+")
+_OPERATORS = str.maketrans({"\u00d7": "*", "\u00b7": "*", "\u22c5": "*", "\u2219": "*", "\u2217": "*", "\u00f7": "/",
+                            "\u2215": "/"})
+_OUTSIDE = re.compile(r"[^0-9+\-*/()\s]")  # the only characters an expression may hold
+_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_RESTATED = re.compile(r"\s*==?\s*(?P<value>[-+]?\d{1,40}(?:\s*/\s*\d{1,40})?)\s*\.?\s*")
 
 
 class ExpressionError(ValueError):
@@ -66,6 +80,8 @@ def evaluate_expression(expr: str, max_chars: int = 200, max_digits: int = 12, m
     """``(exact value, integer literals used)``; raises :class:`ExpressionError` on anything else."""
     if len(expr) > max_chars:
         raise ExpressionError(f"expression longer than {max_chars} characters")
+    if bad := _OUTSIDE.search(expr):  # a comment ("# correct"), a name, a string: not an expression
+        raise ExpressionError(f"character {bad.group()!r} is not allowed")
     if expr.count("(") > max_depth:
         raise ExpressionError("too many parentheses")
     src = expr.strip()
@@ -107,10 +123,19 @@ def extract_expression(text: str, require_tags: bool = False) -> str | None:
     return expr.strip() or None
 
 
+def _claimed(text: str, require_tags: bool) -> str | None:
+    """What follows the expression's ``=`` in the same block or line (None when there is no ``=``)."""
+    block = extract_tag(text, "answer")
+    if block is None and not require_tags:
+        block = last_line(text)
+    block = (block or "").strip().strip("$").strip()
+    return block.split("=", 1)[1] if "=" in block else None
+
+
 def _parse_target(value: object) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Fraction)):
         raise ValueError(f"target must be a number or a number string, got {value!r}")
-    return Fraction(value)
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
 
 
 def _numbers_ok(used: list[int], given: list[int], mode: str) -> str | None:
@@ -145,9 +170,18 @@ class CountdownVerifier(BaseVerifier):
         if not all(type(n) is int for n in numbers):
             return self._zero(f"meta['numbers'] must be ints, got {numbers!r}")
         goal = _parse_target(target)
-        expr = extract_expression(text[-(self.max_chars * 50):], self.require_tags)
+        text = fold(text[-(self.max_chars * 50):]).translate(_OPERATORS)
+        blocks = {re.sub(r"\s+", "", b) for b in _ANSWER_BLOCK.findall(text)}
+        if len(blocks) > 1:
+            return self._zero("several different <answer> blocks")
+        expr = extract_expression(text, self.require_tags)
         if expr is None:
             return self._zero("no expression found")
+        claimed = _claimed(text, self.require_tags)
+        if claimed is not None:
+            m = _RESTATED.fullmatch("=" + claimed)
+            if not m or Fraction(re.sub(r"\s+", "", m.group("value"))) != goal:
+                return self._zero("text after the expression that is not '= target'", expression=expr[:200])
         try:
             value, used = evaluate_expression(expr, self.max_chars, self.max_digits, self.max_depth,
                                               self.allow_unary_minus)

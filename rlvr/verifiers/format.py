@@ -14,6 +14,16 @@ Qwen2.5-Math-7B by +16.4 pp, so format credit alone can look like learning.
   DAPO's soft overlong punishment (arXiv 2503.14476; docs/methods.md, DAPO's sampling and shaping) with
   ``L_max = target + slack`` and ``L_cache = slack``, shifted from ``[-1, 0]`` to ``[0, 1]``.
 
+Invisible characters cannot game either reward (docs/verifiers.md, *Format and length: invisible
+characters*): a zero-width space, word joiner or BOM (U+200B, U+2060, U+FEFF, U+180E) and the blank
+look-alikes (braille blank, Hangul fillers) separate words as a space does, so 500 words joined by them are
+500 words; other invisible format characters (Unicode Cf: joiners, soft hyphens, bidi and tag characters)
+are not text. Since any invisible character can join words (a soft hyphen, a joiner) or split one visible
+word into many, the length reward is the smaller of the rewards for the two readings (every invisible
+character a separator and counted, or every one removed with its words joined); text without them scores as
+before. The format reward requires visible content in each tag (an ``<answer>`` holding only a zero-width
+space is empty) and ignores invisible characters around the tags.
+
 A per-prompt budget ``meta["target_length"]`` overrides ``target`` (length-controlled training). Token
 lengths belong to the trainer's own overlong shaping (``rlvr.algorithms.shaping``); this one sees text only.
 """
@@ -28,12 +38,14 @@ from pydantic import Field
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
+from rlvr.verifiers.math.chars import INVISIBLE, SEPARATORS, visible
 
 __all__ = ["extract_tag", "last_line", "tags_well_formed", "FormatVerifier", "FormatParams", "LengthVerifier",
-           "LengthParams", "text_length", "length_reward", "THINK_ANSWER"]
+           "LengthParams", "text_length", "length_reward", "visible", "THINK_ANSWER"]
 
 THINK_ANSWER = r"<think>.*?</think>\s*<answer>.*?</answer>"
 MAX_FORMAT_CHARS = 200_000  # longer completions are scored 0 rather than scanned
+
 
 
 def extract_tag(text: str, tag: str, last: bool = True) -> str | None:
@@ -68,7 +80,7 @@ def tags_well_formed(text: str, tags: list[str]) -> str | None:
         start, end = text.find(open_t), text.find(close_t)
         if start < pos or end < start:
             return f"<{tag}> out of order"
-        if not text[start + len(open_t):end].strip():
+        if not visible(text[start + len(open_t):end]).strip():
             return f"<{tag}> is empty"
         pos = end + len(close_t)
     return None
@@ -85,7 +97,7 @@ class FormatVerifier(BaseVerifier):
     def score(self, example: Example, text: str) -> Score:
         if len(text) > MAX_FORMAT_CHARS:
             return Score(0.0, {"correct": 0.0}, {"reason": "completion too long"})
-        stripped = text.strip()
+        stripped = visible(text).strip()
         if not self.pattern.fullmatch(stripped):
             return Score(0.0, {"correct": 0.0}, {"reason": "does not match the format pattern"})
         bad = tags_well_formed(stripped, self.tags)
@@ -114,8 +126,23 @@ def _format(p: FormatParams) -> FormatVerifier:
 
 
 def text_length(text: str, unit: str) -> int:
-    """Length in characters or whitespace-separated words."""
-    return len(text) if unit == "chars" else len(text.split())
+    """Length in characters or whitespace-separated words; invisible separators (zero-width space, word
+    joiner, BOM, blank look-alikes) separate words, and other invisible characters count for nothing."""
+    if unit == "chars":
+        return len(INVISIBLE.sub("", text)) if not text.isascii() else len(text)
+    return len(visible(text).split())
+
+
+def _readings(text: str, unit: str) -> set[int]:
+    """The lengths of the two readings of text with invisible characters: every one of them a separator
+    (and, for characters, counted), or every one removed (the words it splits or joins are one word)."""
+    if text.isascii():
+        return {text_length(text, unit)}
+    joined = INVISIBLE.sub("", SEPARATORS.sub("", text))
+    if unit == "chars":
+        return {len(text), len(joined)}
+    apart = INVISIBLE.sub(" ", SEPARATORS.sub(" ", text))
+    return {len(apart.split()), len(joined.split())}
 
 
 def length_reward(length: int, target: int, mode: str, tolerance: int | None = None, slack: int | None = None
@@ -144,7 +171,7 @@ class LengthVerifier(BaseVerifier):
     def score(self, example: Example, text: str) -> Score:
         target = int(example.meta.get("target_length", self.target))
         n = text_length(text, self.unit)
-        r = length_reward(n, target, self.mode, self.tolerance, self.slack)
+        r = min(length_reward(k, target, self.mode, self.tolerance, self.slack) for k in _readings(text, self.unit))
         return Score(r, {"length": float(n), "correct": float(r >= 1.0)}, {"target_length": target})
 
     def validation_cases(self):

@@ -20,8 +20,12 @@ Both reproduce the reference packages as Table-R1's FeTaQA reward calls them (ar
                (NLTK's PorterStemmer, NLTK_EXTENSIONS mode, as rouge_score uses)
     P = LCS / |pred|,  R = LCS / |ref|,  F = 2PR / (P + R)          (0 when either side has no tokens)
 
-Deviation: BLEU is clipped at 100 (sacrebleu returns 100.00000000000004 for identical sentences, which
-would make a perfect answer score a hair above 1).
+Deviations: BLEU is clipped at 100 (sacrebleu returns 100.00000000000004 for identical sentences, which
+would make a perfect answer score a hair above 1); both tokenizers first read invisible characters as words
+go (``rlvr/verifiers/math/chars.py``, ``visible``: a zero-width space, word joiner or BOM separates words as a
+space does, other invisible format characters are removed), so "the<U+200B>cat" is two tokens and a
+zero-width character inside a word does not make it a different word. Text without them tokenizes exactly as
+the reference packages do.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from collections import Counter
 from functools import lru_cache
 
 from rlvr.algorithms.extra_producers import ExtraContext, produces
+from rlvr.verifiers.math.chars import visible
 
 __all__ = ["tokenize_13a", "sentence_bleu", "rouge_tokenize", "rouge_l", "porter_stem"]
 
@@ -44,7 +49,7 @@ MAX_ORDER = 4
 
 def tokenize_13a(line: str) -> list[str]:
     """sacrebleu's default ``13a`` tokenizer (applied after stripping trailing whitespace)."""
-    line = line.rstrip().replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+    line = visible(line).rstrip().replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     for old, new in (("&quot;", '"'), ("&amp;", "&"), ("&lt;", "<"), ("&gt;", ">")):
         line = line.replace(old, new)
     line = f" {line} "
@@ -86,7 +91,7 @@ _VALID = re.compile(r"^[a-z0-9]+$")
 
 def rouge_tokenize(text: str, stem: bool = True) -> list[str]:
     """rouge_score's default tokenizer."""
-    tokens = re.split(r"\s+", _NON_ALNUM.sub(" ", text.lower()))
+    tokens = re.split(r"\s+", _NON_ALNUM.sub(" ", visible(text).lower()))
     if stem:
         tokens = [porter_stem(t) if len(t) > 3 else t for t in tokens]
     return [t for t in tokens if _VALID.match(t)]

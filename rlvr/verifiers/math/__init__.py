@@ -2,11 +2,13 @@
 symbolic equivalence in long-lived worker processes with a hard deadline.
 
 Importing this package registers ``math`` in :data:`rlvr.verifiers.VERIFIERS`. Module map:
-:mod:`.extract` (answer spans, hedging), :mod:`.prose` and :mod:`.statement` (the prose around an
-answer, and answers given in a final sentence), :mod:`.normalize` (spelling), :mod:`.fastpath` (exact
-numbers), :mod:`.pool` and :mod:`._worker` (processes, deadlines), :mod:`.latex`, :mod:`.values` and :mod:`.symbolic`
-(sympy and mpmath, in the workers only; math-verify, from the optional ``math`` extra, only for what our
-parser does not support), :mod:`.verifier` (the pipeline).
+:mod:`.chars` (Unicode look-alikes: folded or rejected, never dropped), :mod:`.extract` (answer spans,
+hedging), :mod:`.guards` (answers that cannot be read as one value, number dumps), :mod:`.prose` and
+:mod:`.statement` (the prose around an answer, and answers given in a final sentence), :mod:`.normalize`
+(spelling, units, number words), :mod:`.fastpath` (exact numbers), :mod:`.pool` and :mod:`._worker`
+(processes, deadlines), :mod:`.latex`, :mod:`.values` and :mod:`.symbolic` (sympy and mpmath, in the workers
+only; math-verify, from the optional ``math`` extra, only for what our parser does not support),
+:mod:`.verifier` (the pipeline).
 """
 
 from rlvr.verifiers.base import VERIFIERS

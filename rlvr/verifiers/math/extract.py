@@ -1,12 +1,15 @@
 """Final-answer extraction from a completion, and the hedging rules.
 
 Extraction (first rule that applies wins; only text after the last ``</think>`` is read, and a completion
-that opens ``<think>`` without closing it has no answer):
+that opens ``<think>`` without closing it has no answer). Gold and completion are first folded
+(:func:`.chars.fold`: Unicode minus signs, digits, superscripts, invisible characters) and GSM8K's calculator
+annotations (``<<48/2=24>>``) are removed:
 
 1. ``<answer>...</answer>`` tags: the last block; a ``\\boxed{}`` inside it is unwrapped.
 2. ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces, escaped braces ignored; ``\\boxed 5`` too): the last;
-   a ``\\boxed{`` left open after it means the generation was cut, and there is no answer.
-3. GSM8K ``#### X`` lines: the last.
+   a ``\\boxed{`` left open after it means the generation was cut, and there is no answer. A box inside a
+   box is part of the outer one (``\\boxed{\\boxed{5}}`` is 5, ``\\boxed{5 \\boxed{6}}`` is malformed).
+3. GSM8K ``#### X`` lines: the last. It wins over every number in the worked solution before it.
 4. An anchor: "final answer is X", "the answer is X", "Answer: X" (markdown bold allowed): the last one.
    The span is the first ``$...$`` math segment after it if it starts with one, else the rest of the
    sentence, without a trailing clause such as ", which ..." / ", since ...".
@@ -17,7 +20,12 @@ Hedging (the reward is 0, ``info["reason"]`` starts with "hedged"):
 
 - rules 1-3 find several markers that hold different values ("\\boxed{3} ... \\boxed{4}"), even if the
   prose marks the last one as final; markers that hold one value (``\\boxed{1/2}`` and ``\\boxed{0.5}``)
-  are one answer, and when only the symbolic path can tell, every one of them must equal the gold;
+  are one answer, and when only the symbolic path can tell, every one of them must equal the gold; more
+  than :data:`MAX_MARKERS` different ones are several answers without reading each (a bound on the work);
+  markers of another kind before the final one are reasoning, as prose is (retraction policy: the answer
+  is the last committed one, and nothing after it may change it);
+- rules 5-6 read a completion that ends in a list of numbers ("1 2 3 4 5 6", one per line) as no answer
+  (:func:`.guards.number_dump`);
 - the prose around a marker or anchor (:mod:`.prose`): a bound or doubt just before it ("approximately
   \\boxed{3}", "either 4 or \\boxed{3}", "Maybe the answer is 3"), an operator that makes the box part of an
   expression (``$2 + \\boxed{3}$``), or after it a bound ("\\boxed{3} or more"), an alternative ("or possibly
@@ -36,7 +44,10 @@ Hedging (the reward is 0, ``info["reason"]`` starts with "hedged"):
   unless they are all the same or the span is made of inequalities ("x > 1 and x < 3" is one condition);
   or ``\\pm``/``\\mp`` ("3 \\pm 1").
 
-Commas inside brackets never split (``(3, 4)`` is one tuple), and ``1,234`` is one number.
+Commas inside brackets never split (``(3, 4)`` is one tuple), and ``1,234`` is one number. Answers that
+cannot be read as one value (``1 5``, ``--5``, ``5,5``, grader text) are the guards' (:mod:`.guards`).
+Every rule runs in time linear in the completion (no regular expression here backtracks quadratically;
+nested boxes are matched in one pass), so a 100,000-character completion costs milliseconds.
 """
 
 from __future__ import annotations
@@ -44,21 +55,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .chars import fold
 from .fastpath import parse_exact
+from .guards import number_dump, single_value
 from .normalize import normalize, split_items
 from .prose import alternative_values, inside_math, lead_hedge, math_segments, tail_hedge
 from .statement import final_statement
 
-__all__ = ["Extraction", "extract_answer", "hedge_reason", "boxed_contents", "HEDGE_WORDS"]
+__all__ = ["Extraction", "extract_answer", "hedge_reason", "boxed_contents", "HEDGE_WORDS", "MAX_MARKERS"]
+
+MAX_MARKERS = 20  # more different answer markers than this are several answers, without reading each one
 
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _HASHES = re.compile(r"^[ \t]*####[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 _ANCHOR = re.compile(r"(?:final\s+answer|\banswer)(?:\s*\*\*)?\s*(?:is|:|=)(?:\s*\*\*)?\s*:?[ \t]*",
                      re.IGNORECASE)
-_MATH_SEG = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+# math segments; an escaped "\\$" (a currency sign) neither opens nor closes one
+_MATH_SEG = re.compile(r"\$\$(.+?)\$\$|\$((?:\\.|[^$\\])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 _UNIT_ONLY = re.compile(r"[a-zA-Z]+(?:\s+[a-zA-Z]+)?")
-_CLAUSE = re.compile(r",?\s+(?:which|since|because|as|so|that|where|when|but|given|thus|hence)\b.*$",
+# starts only where a run of spaces starts (or at its comma), so a long run of spaces costs linear time
+_CLAUSE = re.compile(r"(?:,|(?<![\s,]))\s+(?:which|since|because|as|so|that|where|when|but|given|thus|hence)\b.*$",
                      re.IGNORECASE | re.DOTALL)
 HEDGE_WORDS = ("either", "maybe", "possibly", "probably", "perhaps", "likely", "approximately", "approx",
                "roughly", "about", "around", "nearly", "almost", "at least", "at most", "more than",
@@ -73,9 +90,20 @@ _LEADING_RELATION = re.compile(r"\s*(?:[<>≤≥≈]|\\(?:ge|le|ne|gt|lt|approx|
 # "3+", "3^+", "2 \\cdot": an operator with nothing after it (math-verify reads "3+" as 3).
 _DANGLING = re.compile(r"(?:[-+*/^=<>]|\\(?:cdot|times|div|pm|mp)(?![a-zA-Z]))\s*\}?\s*$")
 _RELATION = re.compile(r"[<>]|\\[lg]e(?![a-zA-Z])")
-_RANGE = re.compile(r"(?<![a-zA-Z])between(?![a-zA-Z]).*(?<![a-zA-Z])and(?![a-zA-Z])"
-                    r"|(?<![a-zA-Z])from(?![a-zA-Z]).*(?<![a-zA-Z])to(?![a-zA-Z])"
-                    r"|[\d}]\s*(?:to|--+)\s*[-+]?[\d\\.]", re.IGNORECASE | re.DOTALL)
+# "between A and B", "from A to B", "A to B", "A -- B": read in linear time (a word, then its partner after it)
+_RANGE_PAIRS = [(re.compile(r"(?<![a-zA-Z])between(?![a-zA-Z])", re.IGNORECASE),
+                 re.compile(r"(?<![a-zA-Z])and(?![a-zA-Z])", re.IGNORECASE)),
+                (re.compile(r"(?<![a-zA-Z])from(?![a-zA-Z])", re.IGNORECASE),
+                 re.compile(r"(?<![a-zA-Z])to(?![a-zA-Z])", re.IGNORECASE))]
+_RANGE_DASH = re.compile(r"[\d}]\s*(?:to|--+)\s*[-+]?[\d\\.]", re.IGNORECASE)
+
+
+def _is_range(s: str) -> bool:
+    for first, second in _RANGE_PAIRS:
+        m = first.search(s)
+        if m and second.search(s, m.end()):
+            return True
+    return bool(_RANGE_DASH.search(s))
 
 
 @dataclass(frozen=True)
@@ -105,9 +133,12 @@ def _brace_pairs(text: str) -> dict[int, int]:
 
 
 def boxes(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, content)`` of every balanced ``\\boxed{}``/``\\fbox{}`` (and ``\\boxed x``), in order."""
+    """``(start, end, content)`` of every balanced ``\\boxed{}``/``\\fbox{}`` (and ``\\boxed x``) that is not
+    inside another one, in order (``\\boxed{\\boxed{5}}`` is one box; normalisation unwraps it)."""
     out, pairs = [], None
     for m in _BOX.finditer(text):
+        if out and m.start() < out[-1][1]:
+            continue  # inside the previous box
         i = m.end()
         while i < len(text) and text[i] == " ":
             i += 1
@@ -140,10 +171,13 @@ def _answer_tags(text: str) -> list[tuple[int, int, str]]:
 def _distinct(spans: list[str]) -> bool | None:
     """True when the spans hold different answers, False when they hold one (``1/2`` and ``0.5`` are one),
     None when only the symbolic path can tell."""
-    if len({s.strip() for s in spans}) <= 1:
+    unique = {s.strip() for s in spans}
+    if len(unique) <= 1:
         return False
+    if len(unique) > MAX_MARKERS:
+        return True
     # Only a prefix is normalised: an over-long final answer scores 0 anyway, and this bounds the cost.
-    norms = {normalize(s[:2000]) for s in spans}
+    norms = {normalize(s[:2000]) for s in unique}
     if len(norms) <= 1:
         return False
     values = {(parse_exact(n), pct) for n, pct in norms}
@@ -224,35 +258,41 @@ def _final(text: str, finals: list[str], start: int, end: int, source: str, what
     return Extraction(finals[-1], source, hedge, tuple(dict.fromkeys(others)))
 
 
+_CALCULATOR = re.compile(r"<<[^<>\n]{0,300}>>")  # GSM8K's calculator annotations: "48/2 = <<48/2=24>>24"
+
+
 def extract_answer(text: str, is_gold: bool = False) -> Extraction:
     """The final-answer span of ``text`` by the rules in the module docstring."""
+    text = fold(text)
+    if "<<" in text:
+        text = _CALCULATOR.sub("", text)
     if not is_gold:
         if "</think>" in text:
             text = text.rsplit("</think>", 1)[1]
         elif "<think>" in text:
             return Extraction(None, "unfinished <think>")
     tags = _answer_tags(text)
+    found = boxes(text) if not tags else []
+    hashes = list(_HASHES.finditer(text)) if not (tags or found) and "####" in text else []
+    if is_gold:
+        if tags:
+            return Extraction((boxed_contents(tags[-1][2]) or [tags[-1][2]])[-1], "answer tag")
+        if found:
+            return Extraction(found[-1][2], "boxed")
+        if hashes:
+            return Extraction(hashes[-1].group(1), "####")
+        whole = text.strip()
+        return Extraction(whole, "whole text") if whole else Extraction(None, "none")
     if tags:
         finals = [(boxed_contents(t) or [t])[-1] for _, _, t in tags]
-        if is_gold:
-            return Extraction(finals[-1], "answer tag")
         return _final(text, finals, tags[-1][0], tags[-1][1], "answer tag", "<answer> blocks")
-    found = boxes(text)
-    if found and not is_gold and any(m.start() >= found[-1][1] for m in _BOX.finditer(text)):
+    if found and any(m.start() >= found[-1][1] for m in _BOX.finditer(text)):
         return Extraction(None, "unbalanced box")  # the generation was cut inside its final box
     if found:
-        if is_gold:
-            return Extraction(found[-1][2], "boxed")
         return _final(text, [c for _, _, c in found], found[-1][0], found[-1][1], "boxed", "boxed answers")
-    hashes = list(_HASHES.finditer(text))
     if hashes:
-        if is_gold:
-            return Extraction(hashes[-1].group(1), "####")
         return _final(text, [m.group(1) for m in hashes], hashes[-1].start(), hashes[-1].end(), "####",
                       "#### answers")
-    whole = text.strip()
-    if is_gold:
-        return Extraction(whole, "whole text") if whole else Extraction(None, "none")
     anchored = _anchor(text)
     if anchored is not None:
         span, end, start = anchored
@@ -261,17 +301,20 @@ def extract_answer(text: str, is_gold: bool = False) -> Extraction:
         if not hedge:
             hedge, others = _after(text, end)
         return Extraction(span, "anchor", hedge, others)
+    whole = text.strip()
     if whole and _bare_answer(whole):
-        return Extraction(whole, "whole text")
+        return Extraction(whole, "whole text", _dump_hedge(whole))
     span, hedge = final_statement(text)
     if span is not None:
-        return Extraction(span, "final statement", hedge)
+        return Extraction(span, "final statement", hedge or _dump_hedge(text, span))
     return Extraction(None, "none")
 
 
-def _single(gold: str) -> bool:
-    """Whether the gold is one value (not a set, list, union or \\pm pair)."""
-    return len(split_items(gold)) == 1 and not re.search(r"\\pm|\\mp|\\\{|\\cup", gold)
+def _dump_hedge(text: str, span: str | None = None) -> str | None:
+    """A final statement or bare answer that is only a number at the end of a list of numbers is no answer."""
+    if span is not None and re.search(r"[a-zA-Z]{2}", span.replace("\\frac", "")):
+        return None
+    return "hedged: a list of numbers" if number_dump(text) else None
 
 
 def _abs_bars(s: str) -> int:
@@ -292,12 +335,13 @@ def hedge_reason(pred: str, gold: str) -> str | None:
     m = _HEDGE.search(pred)
     if m:
         return f"hedged: {m.group().strip().lower()!r}"
-    if _RANGE.search(pred) and not _RANGE.search(gold):
+    if _is_range(pred) and not _is_range(gold):
         return "hedged: a range"
-    if _single(gold) and not _RELATION.search(pred):  # "x > 1 and x < 3" joins conditions, not candidates
+    if single_value(gold) and not _RELATION.search(pred):  # "x > 1 and x < 3" joins conditions, not candidates
         items = split_items(pred)
         if len(items) > 1 and len(set(items)) > 1:
             return f"hedged: {len(items)} candidates for one value"
         if "\\pm" in pred or "\\mp" in pred:
             return "hedged: \\pm for one value"
     return None
+

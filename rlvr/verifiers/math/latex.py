@@ -7,7 +7,8 @@ caller can fall back to math-verify instead of guessing.
 
 Grammar, loosest binding first: relations (``= < > \\le \\ge \\ne \\in``, chains ``a<x<b``, joined by
 "or"/"and"), set operators (``\\cup \\cap \\setminus``), ``+ - \\pm \\mp``, ``* / \\cdot \\times \\div`` and
-implicit multiplication (``2x``, ``2\\sqrt{3}``, ``(x+1)(x-1)``), unary signs, ``^`` (right-assoc.; an
+implicit multiplication (``2x``, ``2\\sqrt{3}``, ``(x+1)(x-1)``; never of a number written after a value:
+``1 5`` and ``x2`` are rejected), unary signs, ``^`` (right-assoc.; an
 unbraced digit run is one exponent, as in plain text), ``!``. Atoms: numbers (``1.5e3`` is 1500, a mixed
 number ``2\\frac12`` is 5/2, ``1011_2`` is read in base 2), single-letter symbols (``xy`` is x*y; ``x_1``
 and Greek letters are symbols; ``e`` is Euler's number and ``i`` the imaginary unit), ``\\pi``,
@@ -121,6 +122,8 @@ class _Parser:
                 div = op in ("/", "\\div")
                 v = alts(lambda p, q: as_expr(p) / as_expr(q) if div else as_expr(p) * as_expr(q), v, w)
             elif self.starts_atom():
+                if self.toks[self.i][0] == "num":  # "1 5" is neither 15 nor 1*5; "x2", "(x)2" are typos
+                    raise Unsupported("a number right after a value")
                 w = self.power()
                 v = alts(lambda p, q: as_expr(p) * as_expr(q), v, w)
             else:

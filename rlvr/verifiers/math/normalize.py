@@ -4,7 +4,9 @@ Pure standard library (the worker processes load this file without importing ``r
 torch). :func:`normalize` rewrites notation that changes nothing mathematically into one spelling, so that
 the fast path, the symbolic path and a plain string comparison all see the same text:
 
-- unicode look-alikes (``−`` ``×`` ``·`` ``π`` ``√`` ``∞`` ``≤`` ``≥``) become their LaTeX/ASCII forms;
+- unicode look-alikes are folded first (:func:`.chars.fold`: minus signs and dashes, digits of other
+  scripts, superscripts, vulgar fractions, invisible characters, Unicode spaces), then math symbols
+  (``×`` ``·`` ``π`` ``√`` ``∞`` ``≤`` ``≥``, Greek letters) become their LaTeX forms;
 - math delimiters (``$``, ``\\(``, ``\\[``), ``\\displaystyle``, ``\\left``/``\\right``/``\\big``, and a
   ``\\boxed{}`` wrapping the whole answer are dropped;
 - ``\\dfrac``/``\\tfrac``/``\\cfrac`` become ``\\frac``; ``\\varnothing`` becomes ``\\emptyset``;
@@ -12,11 +14,15 @@ the fast path, the symbolic path and a plain string comparison all see the same 
 - a thin space between digits is a thousands separator (``1\\,000`` is 1000, where math-verify reads
   ``1*0``) and ``{,}`` is a comma; other LaTeX spacing becomes a space;
 - unit text (``\\text{ cm}``, ``\\mbox{dollars}``, optionally squared), degrees (``^\\circ``) and the
-  currency sign ``\\$`` are removed; other ``\\text{}``-like wrappers are unwrapped (so ``\\mathrm{e}`` is
-  ``e``, which math-verify truncates);
+  currency sign ``\\$`` are removed (never joining the digits on its two sides: ``4$58`` is not 458);
+  other ``\\text{}``-like wrappers are unwrapped (so ``\\mathrm{e}`` is ``e``, which math-verify truncates);
 - a trailing ``%``/``\\%``/"percent" is removed and reported, because percent handling depends on the
   other side;
-- trailing sentence punctuation and markdown bold are removed.
+- trailing sentence punctuation and markdown bold are removed;
+- a number word from zero to twenty that is the whole answer (``three``, ``\\text{Three}``) is that number;
+  larger numbers must be written in digits (compound number words are not read: "eighty-five" scores 0);
+- a leading ``~`` before a number is "approximately" (``\\approx``, which the hedging rules reject), not
+  LaTeX's tie.
 
 :func:`split_items` splits at top-level commas, semicolons and the words "or"/"and", never inside
 brackets, and keeps a bare ``1,234,567`` (groups of exactly three digits, no spaces) as one number.
@@ -26,16 +32,22 @@ from __future__ import annotations
 
 import re
 
+from .chars import fold
+
 __all__ = ["normalize", "split_items", "is_plain_number", "strip_var_prefix", "nesting_depth", "unwrap_command",
-           "find_group"]
+           "find_group", "strip_unit_words", "MATH_WORDS"]
 
 _UNICODE = {
-    "\u2212": "-", "\u2013": " -- ", "\u2014": " -- ", "\u00d7": "\\times ", "\u00b7": "\\cdot ",
+    "\u00d7": "\\times ", "\u00b7": "\\cdot ",
     "\u22c5": "\\cdot ", "\u00f7": "\\div ", "\u03c0": "\\pi ", "\u221a": "\\sqrt", "\u221e": "\\infty ",
     "\u2264": "\\le ", "\u2265": "\\ge ", "\u2260": "\\ne ", "\u00b1": "\\pm ", "\u2205": "\\emptyset ",
     "\u222a": "\\cup ", "\u2229": "\\cap ", "\u00b0": "^\\circ", "\u2009": " ", "\u202f": " ", "\u00a0": " ",
-    "\uff0c": ",", "\u2248": "\\approx ",
+    "\uff0c": ",", "\u2248": "\\approx ", "\u2208": "\\in ", "\u2032": "'",
 }
+_GREEK = dict(zip("αβγδεζηθικλμνξρσςτυφχψωΓΔΘΛΞΣΦΨΩ", (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi rho sigma sigma tau upsilon phi chi "
+    "psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega").split()))
+_UNICODE.update({c: f"\\{name} " for c, name in _GREEK.items()})
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 # Renames that are pure spelling: longest first so "\\leqslant" is not read as "\\le" + "qslant".
 _RENAME = [("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"), ("\\dbinom", "\\binom"),
@@ -66,7 +78,13 @@ _PERCENT = re.compile(r"\s*\\?%\s*$")
 _DOLLAR = re.compile(r"\\\$|\$")
 _BOLD = re.compile(r"\*\*|__")
 _WS = re.compile(r"\s+")
-_PLAIN_NUMBER = re.compile(r"-?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_PLAIN_NUMBER = re.compile(r"-?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?", re.ASCII)
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+# "~5" in prose is "about 5" (LaTeX's tie "5~cm" has a value before it).
+_TILDE_APPROX = re.compile(r"(?:^|(?<=[\s(=:$]))~+(?=\s*[-+.\d\\$])")
+MAX_WRAPPERS = 8  # \boxed{\boxed{...}} and $...$ layers unwrapped at most; deeper wrapping stays (unparsable)
 _LEFT_GROUPS = re.compile(r"(?:^|[^\d.,])[1-9]\d{0,2}(?:,\d{3})*$")
 _RIGHT_GROUP = re.compile(r"\d{3}(?![\d])")
 _SEP_WORDS = re.compile(r"\s+(?:or|and)\s+|;", re.IGNORECASE)
@@ -115,8 +133,9 @@ def unwrap_command(s: str, names: tuple[str, ...], keep_space: bool = True) -> s
 
 
 def _strip_delimiters(s: str) -> str:
-    """Drop math delimiters and one ``\\boxed{}`` that wraps everything (repeatedly)."""
-    while True:
+    """Drop math delimiters and one ``\\boxed{}`` that wraps everything (repeatedly, at most MAX_WRAPPERS
+    layers, so that nested wrappers cost linear time)."""
+    for _ in range(MAX_WRAPPERS):
         t = s.strip()
         for a, b in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
             if len(t) >= len(a) + len(b) and t.startswith(a) and t.endswith(b):
@@ -128,13 +147,16 @@ def _strip_delimiters(s: str) -> str:
         if t == s:
             return t
         s = t
+    return s.strip()
 
 
 def normalize(s: str) -> tuple[str, bool]:
     """The answer's canonical spelling and whether it ended in a percent sign."""
     if _PLAIN_NUMBER.fullmatch(s):  # most GSM8K answers: nothing to rewrite
         return s, False
-    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group()], s)
+    s = _UNICODE_RE.sub(lambda m: _UNICODE[m.group()], fold(s))
+    if "~" in s:
+        s = _TILDE_APPROX.sub(lambda m: "\\approx ", s)
     s = _strip_delimiters(_BOLD.sub("", s))
     for a, b in _RENAME:
         s = s.replace(a, b)
@@ -156,13 +178,18 @@ def normalize(s: str) -> tuple[str, bool]:
     percent = bool(_PERCENT.search(s))
     if percent:
         s = _PERCENT.sub("", s)
-    s = _DOLLAR.sub("", s)
+    s = _DOLLAR.sub(lambda m: " " if _between_digits(s, m) else "", s)  # "4$58" is not 458
     s = _WS.sub(" ", s).strip()
     s = re.sub(r"(?:\s*[.。]|\\\.)+$", "", s).strip()  # trailing full stops (decimals keep their digits)
     m = _PLAIN_MIXED.fullmatch(s)
     if m and int(m.group(2)) < int(m.group(3)):  # plain-text mixed number "2 1/2"
         s = f"{m.group(1)}\\frac{{{m.group(2)}}}{{{m.group(3)}}}"
-    return _strip_delimiters(s), percent
+    s = _strip_delimiters(s)
+    return _NUMBER_WORDS.get(s.lower(), s), percent
+
+
+def _between_digits(s: str, m: re.Match) -> bool:
+    return 0 < m.start() and m.end() < len(s) and s[m.start() - 1].isdigit() and s[m.end()].isdigit()
 
 
 def _thousands_comma(s: str, i: int) -> bool:
@@ -220,3 +247,28 @@ def nesting_depth(s: str) -> int:
         elif c in ")]}":
             depth -= 1
     return best
+
+
+_BOUND_WORDS = {"max", "maximum", "min", "minimum", "ish", "plus", "more", "less", "fewer", "approx", "about",
+                "roughly", "not", "if", "when", "unless", "only", "least", "most", "tops"}
+MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "pi", "infty", "or", "and"}
+# Unit abbreviations that may be written right after the number ("5cm", "60km/h"); any other unit is a word of
+# three or more letters after a space ("18 dollars", "12 square feet"). Two letters after a number ("5xy") are
+# a product of variables, never a unit.
+_SHORT_UNITS = ("cm mm km kg mg lb lbs oz ft yd mi mph kph ml mL cc hr hrs ms mol kJ kW kWh Pa kPa Hz kHz MHz GHz mA "
+                "GB MB KB kB TB m s g h L").split()
+_UNIT_TOKEN = r"(?:[a-zA-Z]{3,}|" + "|".join(sorted(_SHORT_UNITS, key=len, reverse=True)) + r")"
+_UNIT_WORDS = re.compile(rf"^(?P<num>.*?[\d}}])(?P<sep>\s*)(?P<unit>{_UNIT_TOKEN}(?:\s*/\s*{_UNIT_TOKEN})?\.?"
+                         rf"(?:\s+{_UNIT_TOKEN}(?:\s*/\s*{_UNIT_TOKEN})?\.?)*(?:\s*\^\s*\{{?[23]\}}?)?)$")
+
+
+def strip_unit_words(s: str) -> str:
+    """``18 dollars`` -> ``18``, ``60km/h`` -> ``60``; unchanged when what follows the number is not a unit
+    (a bound or math word, two letters written onto the number: ``5xy``)."""
+    m = _UNIT_WORDS.match(s)
+    if not m or set(re.findall(r"[a-z]+", m.group("unit").lower())) & (MATH_WORDS | _BOUND_WORDS):
+        return s
+    first = re.match(r"[a-zA-Z]+", m.group("unit")).group()
+    if not m.group("sep") and (len(first) < 2 or first not in _SHORT_UNITS):
+        return s  # "5abc", "5m": a product of variables, not a number and a unit
+    return m.group("num").strip()

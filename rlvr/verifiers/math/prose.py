@@ -18,14 +18,17 @@ from __future__ import annotations
 import re
 
 __all__ = ["math_segments", "protect_math", "sentences", "plain_numbers", "tail_hedge", "lead_hedge", "inside_math",
-           "PLEASANTRY", "RETRACT", "PAUSE", "UNSURE", "NEGATION"]
+           "PLEASANTRY", "RETRACT", "PAUSE", "UNSURE", "NEGATION", "GRADER"]
 
 _SEG = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)"
                   r"|(?<![\\$])\$(?=[^\s$])((?:[^$\\]|\\.)+?)(?<=\S)(?<!\\)\$(?!\d)", re.DOTALL)
 _END = re.compile(r"[.!?](?=\s|$|\*\*)|\n")
-# Numbers in prose: not part of a word, a decimal, a date or an ordinal ("3rd"), nor "10-year-old".
-_NUM = re.compile(r"(?<![\w.,/^_\\-])(-)?(?:\\?\$)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?)"
+# Numbers in prose: not part of a word, a decimal, a date or an ordinal ("3rd"), nor "10-year-old", nor an
+# exponent; "- 5" (a dash or a sign, apart) is no number.
+_NUM = re.compile(r"(?<![\w.,/^_\\-])(?<![\^_]\{)(-)?(?:\\?\$)?((?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?)"
+                  r"(?:[eE][-+]?\d{1,4}|\^\{-?\d{1,4}\}|\^-?\d{1,4})?)"  # 3.5e2; a power is part of its number
                   r"(\s*(?:\\?%|percent\b))?(?![\w/%+]|[.,]\d|-[a-zA-Z])")
+_APART_SIGN = re.compile(r"(?<![\w)}\]])\s*[-+]\s+$")
 PLEASANTRY = re.compile(r"^\W*(?:i\s+hope\s+(?:it|this|that)\s+(?:is|was|helps)|hope\s+(?:this|it|that)\s+helps"
                         r"|thanks?(?:\s+you)?|good\s+luck|i\s+hope\s+it\s+is\s+correct|this\s+is\s+the\s+final"
                         r"\s+answer|that\s+is\s+the\s+final\s+answer|done|q\.?e\.?d)\b[^0-9$\\]*$",
@@ -53,6 +56,9 @@ UNSURE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|(?:would|could|might)
 _OPERATOR_AFTER = re.compile(r" *(?:[-+*/^×·±]|\\(?:cdot|times|div|pm|mp)(?![a-zA-Z]))\s*([\d\\({]|[a-zA-Z])")
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/^×·±]|\\(?:cdot|times|div|pm|mp))\s*$")
 _DOUBT = re.compile(r"\b(?:maybe|perhaps|possibly|probably|likely|might|could|guess\w*|not\s+sure)\b", re.IGNORECASE)
+# Text addressed to the grader ("Correct! reward=1", "Final score: 1"): an answer given with it scores 0, so
+# that writing the grader's verdict never pays.
+GRADER = re.compile(r"\b(?:rewards?|grader|verifier|gold\s+answer|(?:score|grade|verdict)\s*[=:])", re.IGNORECASE)
 NEGATION = re.compile(r"(?:\b(?:not|never|neither|nor|none|cannot)\b|n't\b|^\s*no\b)", re.IGNORECASE)
 # Bounds right next to the answer: "approximately \boxed{3}", "\boxed{3} at least".
 _BOUND = re.compile(r"\b(?:approximately|approx|about|around|roughly|nearly|almost|at\s+least|at\s+most"
@@ -101,7 +107,10 @@ def _ends_math(piece: str) -> bool:
 def plain_numbers(sentence: str) -> list[tuple[int, str]]:
     """``(position, number text)`` of the numbers written in prose (outside math), a percent sign kept."""
     out = []
-    for m in _NUM.finditer(re.sub(r"\x00\d+\x00", lambda s: " " * len(s.group()), sentence)):
+    text = re.sub(r"\x00\d+\x00", lambda s: " " * len(s.group()), sentence)
+    for m in _NUM.finditer(text):
+        if _APART_SIGN.search(text, max(0, m.start() - 20), m.start()):
+            continue  # "- 5": a dash or a sign, apart from the number: no number (never +5)
         out.append((m.start(), (m.group(1) or "") + m.group(2) + ("%" if m.group(3) else "")))
     return out
 

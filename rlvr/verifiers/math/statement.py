@@ -8,13 +8,15 @@ something, keeps what is read close to what a person would call the answer:
   it must be finished (a full stop, "!" or a display formula: an unfinished line may be a truncated
   generation) and must state a result: a question, a task ("Compute ...", "we need to find ..."), a
   condition ("if", "suppose") or a refusal ("I don't know") states none;
-- its answer is a choice letter with its option's text ("The correct option is (C) 42."), else the last
+- its answer is a choice letter with its option's text ("The correct option is (C) 42.", "The correct
+  option is B.", "I choose B.", "(B) is correct."), else the last
   math segment (the last side of an ``a = b = c`` chain; with the segments just before it when "and", "or"
   or a comma join them: "$x = 2$ and $x = 3$"), else its one number
   (repeats allowed); a statement with several different numbers ("She makes 9 * 2 = 18 dollars a day.")
   is a computation, not a stated answer, and has none;
-- a statement that hedges ("about 17", "17 or 18", "between 17 and 18", "maybe"), negates ("not 17") or
-  takes back an answer scores 0 with a reason starting "hedged".
+- a statement that hedges ("about 17", "17 or 18", "between 17 and 18", "maybe"), negates ("not 17"),
+  takes back an answer or addresses the grader ("Correct! reward=1.", "Final score: 1.") scores 0 with a
+  reason starting "hedged".
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .prose import NEGATION, PAUSE, PLEASANTRY, RETRACT, UNSURE, plain_numbers, protect_math, sentences
+from .chars import REJECT
+from .prose import GRADER, NEGATION, PAUSE, PLEASANTRY, RETRACT, UNSURE, plain_numbers, protect_math, sentences
 
-__all__ = ["final_statement"]
+__all__ = ["final_statement", "choice_span"]
 
 _OPEN = re.compile(r"\?|\b(?:let|suppose|assume|assuming|need\s+to|needs\s+to|want\s+to|wants\s+to|have\s+to"
                    r"|has\s+to|to\s+(?:find|compute|calculate|determine|solve|simplify|evaluate|prove|show)"
@@ -36,8 +39,14 @@ _HEDGED = re.compile(r"\b(?:approximately|approx|about|around|roughly|nearly|alm
                      r"|close\s+to|give\s+or\s+take|or\s+so|circa|ish)\b|\\approx|\\sim(?![a-zA-Z])|≈|~|\\pm|±",
                      re.IGNORECASE)
 _SEGMENT = re.compile(r"\x00(\d+)\x00")
-_JOIN = re.compile(r"\s*(?:,|,?\s*(?:and|or))\s*", re.IGNORECASE)
-_CHOICE = re.compile(r"(?:\b(?:option|choice)\s+\(?[A-E]\)?|\([A-E]\))(?![a-zA-Z]).*", re.IGNORECASE | re.DOTALL)
+_JOIN = re.compile(r"\s*(?:,\s*(?:(?:and|or)\s*)?|(?:and|or)\s*)", re.IGNORECASE)  # unambiguous: linear time
+# A choice letter named in the statement: "option B", "the correct option is (B) 42", "I choose B", "(B)",
+# "B is correct" (a bare capital letter only after one of these words, never the article "a").
+_CHOICE = re.compile(
+    r"(?:\b(?:option|choice|answer)\s+(?:is\s+|would\s+be\s+|[:=]\s*)?|\b(?:choose|pick|select)\s+(?:option\s+)?)"
+    r"(?:\*\*)?(?:\((?P<a>[A-Ja-j])\)|(?P<b>(?-i:[A-J]))(?![a-zA-Z]))(?:\*\*)?(?P<rest>.*)"
+    r"|\((?P<c>[A-Ja-j])\)(?P<rest2>.*)"
+    r"|\b(?P<d>(?-i:[A-J]))\)?\s+is\s+(?:the\s+)?(?:correct|right)\b(?P<rest3>.*)", re.IGNORECASE | re.DOTALL)
 _RANGE = re.compile(r"\d\s*(?:-|–|—|to)\s*\d")
 
 
@@ -62,8 +71,12 @@ def final_statement(text: str) -> tuple[str | None, str | None]:
 
 def _hedge(sentence: str, prose: str, segs: list[str]) -> str | None:
     """Why a statement that gives values does not commit to one ("about 17", "17 or 18", "not 17")."""
+    if REJECT in sentence:
+        return "malformed: a character that does not read (struck-through or combined)"
     if RETRACT.search(prose) or PAUSE.search(prose) or UNSURE.search(prose):
         return "hedged: the final statement is not committed"
+    if GRADER.search(prose):
+        return "hedged: grader text in the final statement"
     if NEGATION.search(prose):
         return "hedged: the final statement is negated"
     if _HEDGED.search(prose) or any(_HEDGED.search(segs[int(k)]) for k in _SEGMENT.findall(sentence)):
@@ -75,14 +88,25 @@ def _hedge(sentence: str, prose: str, segs: list[str]) -> str | None:
     return None
 
 
+def choice_span(text: str) -> str | None:
+    """``"(B) rest"`` for the first choice letter ``text`` names ("I choose B", "option (B) 42", "B is correct"),
+    with the text after it; None when it names none."""
+    choice = _CHOICE.search(text)
+    if not choice:
+        return None
+    letter = next(g for g in choice.group("a", "b", "c", "d") if g)
+    rest = choice.group("rest") or choice.group("rest2") or ""
+    return f"({letter.upper()}) {rest.strip()}".rstrip(" .!*")
+
+
 def _values(sentence: str) -> int:
     return len(_SEGMENT.findall(sentence)) + len(plain_numbers(sentence))
 
 
 def _answer(sentence: str, segs: list[str]) -> str | None:
-    choice = _CHOICE.search(_SEGMENT.sub(" ", sentence))
+    choice = choice_span(_SEGMENT.sub(" ", sentence))
     if choice:  # "The correct option is (C) 42.": the letter and the option's text
-        return re.sub(r"^(?:option|choice)\s+", "", choice.group(0), flags=re.IGNORECASE).rstrip(" .!")
+        return choice
     found = list(_SEGMENT.finditer(sentence))
     numbers = plain_numbers(sentence)
     if found and not (numbers and numbers[-1][0] > found[-1].end() and _trivial(segs, found[-1])):

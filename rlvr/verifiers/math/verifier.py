@@ -18,6 +18,34 @@ For each ``(gold, completion)`` pair, in order (the first step that decides wins
 A completion that gives its answer more than once (two boxes whose equality takes sympy, an answer
 restated after the box) scores 1 only when every one of them equals the gold.
 
+Policies (docs/verifiers.md, *Math: answer formats and look-alikes*; each is tested in
+``tests/verifiers/test_math_redteam.py``):
+
+- look-alike characters are folded before anything else (:mod:`.chars`): a Unicode minus or a dash before a
+  number is a minus (never dropped: ``−5`` is -5, not 5), other scripts' digits are digits, ``10²`` is 100,
+  ``½`` is 1/2, zero-width characters are removed, a thin or no-break space between digit groups separates
+  thousands; a character that cannot be read (a struck-through digit) makes the answer 0;
+- units: a currency sign (``$12``, ``\\$12``), unit text (``\\text{ cm}^2``) and trailing unit words
+  (``12 cm^2``, ``60km/h``, ``12 m``, "18 dollars") are dropped; degrees (``30^\\circ``) equal the bare
+  number and are not converted to radians; letters written onto a number that are not a unit abbreviation
+  (``5xy``, ``5m``) are a product of variables, never a unit;
+- percent: when one side ends in ``%`` (or "percent") and the other does not, ``p%`` equals ``p`` and
+  ``p/100`` (``12%`` matches 12 and 0.12: datasets store a percentage both ways); when both do, the values
+  must be equal;
+- number words: zero to twenty, as the whole answer (``three``, ``\\text{Three}``); larger numbers only in
+  digits;
+- retraction: the answer is the last committed one (the last marker, anchor or final statement); prose before
+  it may change its mind, anything after it that takes it back, hedges or states another value scores 0, and
+  a final statement that retracts ("5. No wait, actually 6.") states no answer (0);
+- multiple choice (a gold ``A``-``J`` or ``(B)``): the letter is read from a marker, an anchor ("Answer: B"),
+  ``(B)``, ``B)``, ``**B**``, "option B", "The correct option is B.", "I choose B", "B is correct"; the
+  option's text may follow the letter; naming a second letter scores 0;
+- hacks that score 0: several different answers (boxes, ``####`` lines, ``<answer>`` blocks, a list "5, 6"
+  or "5 or 6"), hedges and bounds, a completion ending in a list of numbers, numbers side by side (``1 5``),
+  two minus signs in a row, a decimal comma for one value (``5,5``), an answer marker inside the answer, text
+  addressed to the grader ("Correct! reward=1", ``reward = 1``), words where a number is expected, and
+  empty or whitespace-only (or invisible-only) completions.
+
 ``info["reason"]`` says why: "equal", "not equal", "no answer", "gold has no answer", "hedged: ...",
 "answer too long", "too complex", "unparsable", "undecidable" (equal only as far as a 40-digit float can
 tell, e.g. ``10^{10^6}`` and ``10^{10^6}+1``), "too large" (``9^{9^{9^9}}``), "timeout", "worker crashed",
@@ -44,31 +72,28 @@ from rlvr.registry import Params
 from rlvr.verifiers.base import BaseVerifier
 
 from .extract import extract_answer, hedge_reason
-from .fastpath import fast_equal, percent_match
-from .normalize import is_plain_number, nesting_depth, normalize
+from .fastpath import fast_equal, parse_exact, percent_match
+from .guards import malformed_reason
+from .normalize import MATH_WORDS, is_plain_number, nesting_depth, normalize, strip_unit_words
 from .pool import WorkerPool
+from .statement import choice_span
 
-__all__ = ["MathParams", "MathVerifier", "MAX_NESTING"]
+__all__ = ["MathParams", "MathVerifier", "MAX_NESTING", "decide_span"]
 
 MAX_NESTING = 25
+MAX_INNER_BOXES = 4  # boxes nested inside the answer's box (5 deep in all) are unwrapped; deeper is "too complex"
 _CACHE_SIZE = 4096
-_CHOICE = re.compile(r"\(?([A-Ea-e])\)?")
+_CHOICE = re.compile(r"\(?([A-Ja-j])\)?")
 # A choice letter followed by the option's text: "(C) 42", "C. 42", "C: $\frac12$".
 # The text must not continue an expression: "C + 1" is not option C.
-_CHOICE_TEXT = re.compile(r"(?:\(([A-Ea-e])\)|([A-E])(?:[.:)]|(?=\s)))\s*"
+_CHOICE_TEXT = re.compile(r"(?:\(([A-Ja-j])\)|([A-J])(?:[.:)]|(?=\s)))\s*"
                           r"(?P<rest>(?![-+*/^=<>|]|\\(?:cdot|times|div|pm|mp)(?![a-zA-Z]))\S.*)", re.DOTALL)
-_OTHER_LETTER = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
+_OTHER_LETTER = re.compile(r"(?<![A-Za-z\\])[A-J](?![A-Za-z])")
 _DOUBT_TEXT = re.compile(r"\b(?:not|no|unsure|sure|maybe|perhaps|possibly|probably|or|actually|wrong|either"
                          r"|guess)\b", re.IGNORECASE)
 _VERDICTS = ("symbolic", "math-verify")
 _SECOND_ANSWER = "hedged: another answer in the completion differs"
 _TEXTY = re.compile(r"[A-Za-z][A-Za-z '\-]*[A-Za-z]")
-_BOUND_WORDS = {"max", "maximum", "min", "minimum", "ish", "plus", "more", "less", "fewer", "approx", "about",
-                "roughly", "not", "if", "when", "unless", "only", "least", "most", "tops"}
-_MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "pi", "infty", "or", "and"}
-_UNIT_WORDS = re.compile(r"^(?P<num>.*?[\d}])\s*(?P<unit>[a-zA-Z]{2,}\.?(?:\s+[a-zA-Z]+\.?)*"
-                         r"(?:\s*\^\s*\{?[23]\}?)?)$")
-
 
 class MathParams(Params):
     """Parameters of the ``math`` verifier."""
@@ -85,7 +110,7 @@ class MathParams(Params):
 def _is_text(s: str) -> bool:
     if s.lower() in ("yes", "no"):
         return True
-    return bool(_TEXTY.fullmatch(s)) and not set(re.findall(r"[a-zA-Z]+", s.lower())) <= _MATH_WORDS \
+    return bool(_TEXTY.fullmatch(s)) and not set(re.findall(r"[a-zA-Z]+", s.lower())) <= MATH_WORDS \
         and len(max(re.findall(r"[A-Za-z]+", s), key=len)) >= 3
 
 
@@ -94,6 +119,7 @@ def _text_equal(gold: str, pred: str) -> bool | None:
     m = _CHOICE.fullmatch(gold)
     if m and (gold.startswith("(") or gold.isupper()):
         pred = pred.replace("option", "").replace("Option", "").strip()
+        pred = choice_span(pred) or pred  # "I choose B", "the option is (B) 42"
         pm = _CHOICE.fullmatch(pred)
         if pm:
             return pm.group(1).upper() == m.group(1).upper()
@@ -114,13 +140,6 @@ class _Job(tuple):
         job = super().__new__(cls, (keys[0], extracted))
         job.keys, job.first_is_main = keys, first_is_main
         return job
-
-
-def _strip_units(s: str) -> str:
-    m = _UNIT_WORDS.match(s)
-    if not m or set(re.findall(r"[a-z]+", m.group("unit").lower())) & (_MATH_WORDS | _BOUND_WORDS):
-        return s
-    return m.group("num").strip()
 
 
 def _score(ok: bool, reason: str, path: str, extracted: str | None) -> Score:
@@ -251,29 +270,40 @@ class MathVerifier(BaseVerifier):
         return _Job(keys, p.span, not isinstance(first, Score)) if keys else first
 
     def _decide_span(self, gold: str, span: str) -> Score | tuple:
-        """One answer span against the gold's: a decided Score, or the worker job key."""
-        if len(span) > self.max_answer_chars or len(gold) > self.max_answer_chars:
-            return _score(False, "answer too long", "extract", span[:200])
-        (gn, gpct), (pn, ppct) = normalize(gold), normalize(span)
-        if not pn:
-            return _score(False, "no answer", "extract", span)
-        if is_plain_number(pn) and is_plain_number(gn):  # the common GSM8K case, decided in microseconds
-            ok = percent_match(Fraction(gn.replace(",", "")), gpct, Fraction(pn.replace(",", "")), ppct,
-                               lambda a, b: a == b)
-            return _score(ok, "equal" if ok else "not equal", "fast", span)
-        hedge = hedge_reason(pn, gn)
-        if hedge:
-            return _score(False, hedge, "extract", span)
-        if max(nesting_depth(pn), nesting_depth(gn)) > MAX_NESTING:
-            return _score(False, "too complex", "extract", span)
-        if pn == gn and gpct == ppct:
-            return _score(True, "equal", "string", span)
-        verdict = _text_equal(gn, pn)
-        if verdict is None:
-            verdict = fast_equal(gn, gpct, pn, ppct)
-        if verdict is None and (_strip_units(pn) != pn or _strip_units(gn) != gn):
-            pn, gn = _strip_units(pn), _strip_units(gn)
-            verdict = fast_equal(gn, gpct, pn, ppct)
-        if verdict is not None:
-            return _score(verdict, "equal" if verdict else "not equal", "fast", span)
-        return gn, gpct, pn, ppct
+        return decide_span(gold, span, self.max_answer_chars)
+
+
+def decide_span(gold: str, span: str, max_answer_chars: int = 500) -> Score | tuple:
+    """One answer span against the gold's, in this process: a decided Score, or the worker job key
+    ``(gold, gold percent, answer, answer percent)`` when only the symbolic path can tell."""
+    if len(span) > max_answer_chars or len(gold) > max_answer_chars:
+        return _score(False, "answer too long", "extract", span[:200])
+    if span.count("\\boxed") + span.count("\\fbox") > MAX_INNER_BOXES:
+        return _score(False, "too complex", "extract", span[:200])  # \boxed{\boxed{\boxed{...}}}
+    (gn, gpct), (pn, ppct) = normalize(gold), normalize(span)
+    if not pn:
+        return _score(False, "no answer", "extract", span)
+    if is_plain_number(pn) and is_plain_number(gn):  # the common GSM8K case, decided in microseconds
+        ok = percent_match(Fraction(gn.replace(",", "")), gpct, Fraction(pn.replace(",", "")), ppct,
+                           lambda a, b: a == b)
+        return _score(ok, "equal" if ok else "not equal", "fast", span)
+    hedge = hedge_reason(pn, gn) or malformed_reason(pn, gn)
+    if hedge:
+        return _score(False, hedge, "extract", span)
+    if max(nesting_depth(pn), nesting_depth(gn)) > MAX_NESTING:
+        return _score(False, "too complex", "extract", span)
+    if pn == gn and gpct == ppct:
+        return _score(True, "equal", "string", span)
+    verdict = _text_equal(gn, pn)
+    if verdict is None and _is_text(pn) and parse_exact(gn) is not None:
+        verdict = False  # words ("correct", "the gold answer") never equal a number
+    if verdict is None and not pn.isascii():  # math-verify would drop what it cannot read
+        return _score(False, "unparsable", "extract", span)
+    if verdict is None:
+        verdict = fast_equal(gn, gpct, pn, ppct)
+    if verdict is None and (strip_unit_words(pn) != pn or strip_unit_words(gn) != gn):
+        pn, gn = strip_unit_words(pn), strip_unit_words(gn)
+        verdict = fast_equal(gn, gpct, pn, ppct)
+    if verdict is not None:
+        return _score(verdict, "equal" if verdict else "not equal", "fast", span)
+    return gn, gpct, pn, ppct
