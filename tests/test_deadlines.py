@@ -168,9 +168,15 @@ def test_the_pool_replaces_abandoned_workers_and_cancels_queued_calls():
     (_, status), (value, status2) = wait_each([stuck, queued], 0.2, pool)
     assert status == "timeout" and (value, status2) == (7, None) and pool.abandoned == 1
     gate.set()
+    assert pool.submit(lambda: 1).result(timeout=1) == 1  # the replacement worker serves the queue
+    hold = threading.Event()
+    busy = pool.submit(hold.wait)  # the one worker is in a call: what is queued behind it waits
     late = pool.submit(lambda: 1)
+    time.sleep(0.05)
     pool.shutdown()
-    assert late.cancelled() or late.result(timeout=1) == 1
+    assert late.cancelled() and not busy.done()  # queued calls are cancelled; the running one goes on
+    hold.set()
+    assert busy.result(timeout=1) is True
     with pytest.raises(RuntimeError, match="closed"):
         pool.submit(lambda: 1)
 

@@ -135,7 +135,7 @@ def test_rl_checkpoints_by_time(tiny_cfg_overrides, tmp_path, monkeypatch):
     more after the last save (a fake clock moves 40 s a reading), and one at the end."""
     from rlvr.run.checkpoint import list_checkpoints
     from rlvr.run.train import train
-    from rlvr.train.loop import SaveClock
+    from rlvr.core.clock import SaveClock
 
     t = [0.0]
 

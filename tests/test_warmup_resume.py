@@ -94,7 +94,7 @@ def test_saves_by_time(setup, tmp_path, monkeypatch):
     """train.checkpoint_minutes: a save when the clock says so, whatever the step count."""
     cfg, tok, examples = setup
     clock = [0.0]
-    monkeypatch.setattr("rlvr.sft.checkpoint._now", lambda: clock[0])
+    monkeypatch.setattr("rlvr.core.clock.SaveClock.now", staticmethod(lambda: clock[0]))
     ck = WarmupCheckpoint(tmp_path / "w", minutes=5)
 
     def tick(i, loss):

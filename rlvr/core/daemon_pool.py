@@ -126,7 +126,7 @@ def wait_each(futures: list[cf.Future], timeout_s: float, pool: DaemonPool | Non
                     (f.result(), None)
                 pending.discard(i)
                 continue
-            start = getattr(f, "started", t0) if hasattr(f, "started") else t0
+            start = getattr(f, "started", t0)  # (None: still queued; absent: a plain Future, from now)
             if start is not None and now - start > timeout_s:
                 if pool is not None:
                     pool.abandon(f)

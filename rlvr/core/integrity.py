@@ -41,13 +41,14 @@ def fsync_path(path: Path) -> None:
 def seal(folder: str | Path) -> None:
     """Record every file's size and CRC-32 in ``folder/checksums.json`` and flush files and folders to disk."""
     folder = Path(folder)
+    found = _files(folder)
     files = {}
-    for p in _files(folder):
+    for p in found:
         fsync_path(p)
         files[str(p.relative_to(folder))] = {"size": p.stat().st_size, "crc32": _crc(p)}
     (folder / MANIFEST).write_text(json.dumps({"algorithm": "crc32", "files": files}, indent=1))
     fsync_path(folder / MANIFEST)
-    for d in sorted({p.parent for p in _files(folder)} | {folder}, key=lambda d: -len(d.parts)):
+    for d in sorted({p.parent for p in found} | {folder}, key=lambda d: -len(d.parts)):
         fsync_path(d)
 
 

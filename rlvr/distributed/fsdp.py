@@ -114,8 +114,11 @@ def lockstep_passes(root: torch.nn.Module, world: Any) -> Iterator[None]:
         return
     device = next(p for p in root.parameters()).device
     pad = torch.zeros((1, 1), dtype=torch.long, device=device if device.type != "meta" else "cpu")
+    def announce(module, args) -> None:  # "I have a forward to run", before FSDP's own hooks gather a layer
+        world.sum([1.0])
+
     root.unshard()  # (a collective, on every rank at the block's start)
-    handle = body.register_forward_pre_hook(lambda module, args: world.sum([1.0]) and None, prepend=True)
+    handle = body.register_forward_pre_hook(announce, prepend=True)
     try:
         yield
     finally:

@@ -33,6 +33,16 @@ class ModelDirError(ValueError):
     """A model directory that cannot be loaded; the message names the file."""
 
 
+def _read_json(file: Path, fix: str = "") -> Any:
+    """``file`` parsed, or :class:`ModelDirError` saying why not (``fix``: what to do, appended)."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ModelDirError(f"{file}: not UTF-8 text ({e.reason} at byte {e.start}){fix}") from None
+    except json.JSONDecodeError as e:
+        raise ModelDirError(f"{file}: invalid JSON ({e.msg} at line {e.lineno}, column {e.colno}){fix}") from None
+
+
 def check_model_dir(path: str | Path) -> None:
     """Raise :class:`ModelDirError` unless ``path`` holds a readable ``config.json`` with a ``model_type``
     and weights in a format transformers loads."""
@@ -40,12 +50,7 @@ def check_model_dir(path: str | Path) -> None:
     cfg = path / "config.json"
     if not cfg.is_file():
         raise ModelDirError(f"{cfg}: missing; a model directory needs the config.json that save_pretrained writes")
-    try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ModelDirError(f"{cfg}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise ModelDirError(f"{cfg}: invalid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    data = _read_json(cfg)
     if not isinstance(data, dict) or "model_type" not in data:
         raise ModelDirError(f"{cfg}: no 'model_type' field, so the architecture is unknown")
     if not any((path / f).is_file() for f in WEIGHT_FILES) and not any(path.glob("model-*.safetensors")):
@@ -74,12 +79,7 @@ def check_weight_files(path: str | Path) -> None:
 
 def _index_shards(path: Path, index: Path) -> list[Path]:
     """The shard files a sharded checkpoint's index names, each of which must exist."""
-    try:
-        data = json.loads(index.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ModelDirError(f"{index}: not UTF-8 text ({e.reason} at byte {e.start}); {_FIX}") from None
-    except json.JSONDecodeError as e:
-        raise ModelDirError(f"{index}: invalid JSON ({e.msg} at line {e.lineno}, column {e.colno}); {_FIX}") from None
+    data = _read_json(index, f"; {_FIX}")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise ModelDirError(f"{index}: no 'weight_map' naming the shard file of each tensor; {_FIX}")

@@ -30,6 +30,7 @@ from typing import Any, Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+from rlvr.core.clock import SaveClock
 from rlvr.core.integrity import damage, seal
 from rlvr.core.optim_state import flatten_optimizer, unflatten_optimizer
 from rlvr.distributed.world import World
@@ -37,7 +38,6 @@ from rlvr.distributed.world import World
 __all__ = ["WarmupCheckpoint", "Keeper"]
 
 WEIGHTS = "model.safetensors"
-_now = time.monotonic  # the clock of train.checkpoint_minutes (tests replace it)
 
 
 def _encode_rng(state: tuple) -> list:
@@ -58,8 +58,7 @@ class WarmupCheckpoint:
         self.folder = Path(folder)
         self.world = world or World()
         self.every = every
-        self.minutes = minutes
-        self._last = _now()
+        self.clock = SaveClock(minutes, self.world)
         self._state: dict[str, Any] | None = None
         if (self.folder / "state.json").is_file():
             bad = damage(self.folder)
@@ -101,9 +100,8 @@ class WarmupCheckpoint:
 
     def due(self, step: int, stopping: bool) -> bool:
         """Whether to save after ``step`` completed steps (a collective in a distributed run: rank 0's clock)."""
-        by_steps = bool(self.every) and step % self.every == 0
-        by_time = self.minutes is not None and _now() - self._last >= 60 * self.minutes
-        return bool(self.world.broadcast(stopping or by_steps or by_time))
+        # (stopping and the step are the same on every rank: only the clock needs rank 0's word)
+        return stopping or (bool(self.every) and step % self.every == 0) or self.clock.due()
 
     def write(self, step: int, steps: int, weights: dict[str, torch.Tensor] | Callable[[Path], None],
               optimizer: Callable[[Path], dict[str, Any]] | None, extra: dict[str, Any]) -> None:
@@ -127,7 +125,7 @@ class WarmupCheckpoint:
             shutil.rmtree(self.folder, ignore_errors=True)
             tmp.rename(self.folder)
         self.world.barrier()
-        self._last = _now()
+        self.clock.reset()
 
     def finish(self, model: torch.nn.Module, steps: int, losses: list[float], seconds: float) -> None:
         """The finished warm-up's weights (``model``: whole, on every rank), without an optimizer."""
@@ -190,9 +188,10 @@ class Keeper:
                 weights = (lambda m: (lambda path: save_model(m, str(path))))(self.module)
 
             def optimizer(tmp: Path) -> dict[str, Any]:
+                if not self.ckpt.world.main:  # (replicas: rank 0's state is every rank's)
+                    return {}
                 tensors, meta = flatten_optimizer(opt)
-                if self.ckpt.world.main:
-                    save_file(tensors, str(tmp / "optimizer.safetensors"))
+                save_file(tensors, str(tmp / "optimizer.safetensors"))
                 return meta
         self.ckpt.write(step, steps, weights, optimizer, extra)
 

@@ -74,8 +74,8 @@ def add_noise(examples: Sequence[Example], scores: Sequence[Score], cfg: NoiseCo
     for ex, s in zip(examples, scores):
         k = seen[ex.id] = seen.get(ex.id, -1) + 1
         good = _correct(s)
-        step = ex.meta.get("step", 0) if isinstance(ex.meta, dict) else 0
-        u = (_draw(seed, "example", ex.id, good) if cfg.per == "example" else _draw(seed, step, ex.id, k))
+        u = (_draw(seed, "example", ex.id, good) if cfg.per == "example"
+             else _draw(seed, ex.meta.get("step", 0), ex.id, k))
         if good and u < cfg.fn:
             out.append(Score(0.0, {**s.components, "correct": 0.0}, {**s.info, "noise": "fn"}))
             fn += 1

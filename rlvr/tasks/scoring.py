@@ -192,13 +192,12 @@ def check_verifier(task, examples: Sequence[Example], max_examples: int = 8, tim
     if not picked:
         return
     golds = [str(e.answer) for e in picked]
-    scorer = Scorer(task, 1, timeout_s)
+    pool = DaemonPool(1, "rlvr-gold-check")
     try:
-        done = wait_each([scorer._pool.submit(task.score_batch, picked, golds)] if getattr(task, "batched", False)
-                         else [scorer._pool.submit(task.score, e, g) for e, g in zip(picked, golds)],
-                         timeout_s, scorer._pool)
+        done = wait_each([pool.submit(task.score_batch, picked, golds)] if getattr(task, "batched", False)
+                         else [pool.submit(task.score, e, g) for e, g in zip(picked, golds)], timeout_s, pool)
     finally:
-        scorer.close()
+        pool.shutdown()
     if all(status == "timeout" for _, status in done):
         raise ScoringError(f"the verifier of task {task.name!r} ran past its deadline (scoring.timeout_s={timeout_s:g}) "
                            f"on the gold answer of each of the first {len(done)} examples, so every step would wait "

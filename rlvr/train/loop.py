@@ -27,6 +27,7 @@ from rlvr.core.batch import RolloutBatch, build_batch
 from rlvr.core.seeds import step_seed
 from rlvr.distributed.world import World
 from rlvr.rollout.wrappers import reads_trainer_weights
+from rlvr.core.clock import SaveClock
 from rlvr.run.interrupt import deferred_interrupt
 from rlvr.train.algo_state import AlgorithmState
 from rlvr.train.config_flags import StepFeatures, run_features
@@ -262,28 +263,6 @@ def _reward_metrics(task: Any, scores) -> dict[str, float]:
             out[f"reward/{name}"] = float(v.mean())
             out[f"reward/{name}/std"] = float(v.std()) if len(v) > 1 else 0.0
     return out
-
-
-class SaveClock:
-    """``train.checkpoint_minutes``: a checkpoint is due when this long has passed since the last save (or
-    the start); rank 0's clock decides for every rank (one small broadcast a step in a distributed run)."""
-
-    now = staticmethod(time.monotonic)  # (tests replace it)
-
-    def __init__(self, minutes: float | None, world: Any):
-        self.minutes, self.world = minutes, world
-        self.last = self.now()
-
-    def due(self) -> bool:
-        if self.minutes is None:
-            return False
-        return bool(self.world.broadcast(self.now() - self.last >= 60 * self.minutes))
-
-    def wrap(self, save: Callable[[int], None]) -> Callable[[int], None]:
-        def saved(step: int) -> None:
-            save(step)
-            self.last = self.now()
-        return saved
 
 
 def train_loop(cfg: RunConfig, c: Components, start_step: int,

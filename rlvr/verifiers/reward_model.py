@@ -16,6 +16,7 @@ with the reason, it never raises; each call is under the scoring deadline like a
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Literal, Sequence
 
@@ -106,8 +107,6 @@ class RewardModelVerifier:
         except Exception as e:  # the contract: never raise; the scorer counts these as verifier errors
             reason = f"verifier error: reward_model: {type(e).__name__}: {e}"
             return [Score(0.0, {"correct": 0.0}, {"reason": reason}) for _ in texts]
-        import math
-
         out = []
         for r in raw:
             reward = 1.0 / (1.0 + math.exp(-r)) if self.p.transform == "sigmoid" else r
