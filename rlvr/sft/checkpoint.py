@@ -181,11 +181,10 @@ class Keeper:
                 save_optimizer(self.module, opt, tmp / "optimizer_dcp")
                 return {"format": "dcp"}
         else:
-            weights = self.module.state_dict()
-            if weights and len({v.data_ptr() for v in weights.values()}) < len(weights):
-                from safetensors.torch import save_model  # tied weights: written once
+            from safetensors.torch import save_model  # (tied weights written once)
 
-                weights = (lambda m: (lambda path: save_model(m, str(path))))(self.module)
+            module = self.module
+            weights = lambda path: save_model(module, str(path))  # noqa: E731
 
             def optimizer(tmp: Path) -> dict[str, Any]:
                 if not self.ckpt.world.main:  # (replicas: rank 0's state is every rank's)
