@@ -221,3 +221,31 @@ def test_a_run_that_saved_nothing_starts_again_on_resume(tmp_path, monkeypatch, 
     monkeypatch.setattr(run_train, "prepare", real)
     resume(tmp_path / "run")
     assert _equal_weights(_final_weights(tmp_path / "run"), uninterrupted[1])
+
+
+def test_an_interrupted_rlvr_sft_saves_its_model_and_says_where(tmp_path, monkeypatch):
+    """``rlvr sft`` has no --resume: a stop saves the model trained so far as a model directory and the message
+    points there, not at a run to resume."""
+    import os
+    import signal
+
+    import rlvr.run.train as run_train
+    from rlvr.models.loading import ModelConfig, load_model
+
+    real = run_train.sft
+
+    def with_signal(*a, on_step=None, **kw):
+        def hook(i, loss):
+            on_step(i, loss)
+            if i == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, on_step=hook, **kw)
+
+    monkeypatch.setattr(run_train, "sft", with_signal)
+    cfg = _run_cfg(tmp_path, "sft_out")
+    with pytest.raises(KeyboardInterrupt) as e:
+        run_train.run_sft(cfg)
+    msg = str(e.value)
+    assert "after step 2 of 12" in msg and f"The model trained so far is in {tmp_path / 'sft_out' / 'model'}" in msg
+    assert "rlvr train --resume" not in msg
+    load_model(ModelConfig(path=str(tmp_path / "sft_out" / "model")))  # a loadable directory

@@ -106,14 +106,14 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, run_dir: Path, world: Wor
         if stop and len(losses) < s.steps:  # the checkpoint holds the step reached
             raise KeyboardInterrupt(
                 f"{stop} during SFT after step {len(losses)} of {s.steps}; the warm-up is saved in {warm.folder}. "
-                + (resume_hint or f"Continue it with: rlvr train --resume {run_dir}"))
+                + (f"Continue it with: rlvr train --resume {run_dir}" if resume_hint is None else resume_hint))
     if world.sharded and s.method == "ssb":
         model.to("cpu")
     seconds = before + time.perf_counter() - t0
     warm.finish(model, s.steps, losses, seconds)
     if stop:
         raise KeyboardInterrupt(f"{stop} at the end of the SFT warm-up; it is saved in {warm.folder}. "
-                                + (resume_hint or f"Continue with: rlvr train --resume {run_dir}"))
+                                + (f"Continue with: rlvr train --resume {run_dir}" if resume_hint is None else resume_hint))
     return {"sft_seconds": seconds, "sft_final_loss": losses[-1] if losses else None, "sft_steps": len(losses),
             **extra}
 
@@ -330,7 +330,7 @@ def run_sft(cfg: RunConfig, on_progress: Callable[[int, int], None] | None = Non
         except KeyboardInterrupt as e:  # the model as trained so far, as a model directory
             p.model.save_pretrained(out / "model", safe_serialization=True)
             save_tokenizer(p.tokenizer, out / "model")
-            raise KeyboardInterrupt(f"{e}The model trained so far is in {out / 'model'}") from None
+            raise KeyboardInterrupt(f"{e}The model trained so far is in {out / 'model'}.") from None
         p.model.save_pretrained(out / "model", safe_serialization=True)
         save_tokenizer(p.tokenizer, out / "model")
         engine = build_engine(cfg, p.model, p.tokenizer, cfg.eval.batch_size)
