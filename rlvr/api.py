@@ -137,9 +137,12 @@ def evaluate(cfg=None, model: Any = None, tokenizer: Any = None, task=None, rewa
 
     if quiet:
         _quiet()
-    cfg = config(cfg)
-    task = _with_reward(cfg, task, reward)
     obj, tok, path = _model_args(model, tokenizer)
+    # a model object or a model directory (not a run's checkpoint) is a pretrained model: its defaults, as
+    # `rlvr eval --model DIR` gives them (rlvr.config.defaults)
+    given = obj is not None or (path is not None and (Path(path) / "config.json").is_file())
+    cfg = config(cfg, model_given=given)
+    task = _with_reward(cfg, task, reward)
     return eval_model(cfg, path, model=obj, tokenizer=tok, task=task)
 
 

@@ -96,6 +96,12 @@ def test_the_python_api_takes_the_model_into_account(tmp_path, monkeypatch):
     _pretrained_ok(seen.pop("cfg"))
     api.train({"train": {"steps": 2}})
     assert seen.pop("cfg").defaults == "demo"
+    (tmp_path / "config.json").write_text("{}")  # a model directory: evaluated with the pretrained defaults
+    monkeypatch.setattr("rlvr.run.train.eval_model", lambda cfg, *a, **kw: seen.setdefault("cfg", cfg))
+    api.evaluate(model=str(tmp_path))
+    _pretrained_ok(seen.pop("cfg"))
+    api.evaluate(model=str(tmp_path / "run"))  # a run directory (no config.json): not taken for a pretrained model
+    assert seen.pop("cfg").defaults == "demo"
 
 
 def test_rlvr_config_shows_the_pretrained_defaults_for_a_model_path(tmp_path):
