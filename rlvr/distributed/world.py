@@ -33,6 +33,7 @@ import datetime
 import hashlib
 import os
 import sys
+import time
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
@@ -363,6 +364,9 @@ def _backend(name: str) -> str:
     return backend
 
 
+_GLOO_DRAIN_S = 0.25
+
+
 def _leave() -> None:
     """At exit: release the process group this process joined (after :meth:`World.finish`, no rank is
     still inside a collective with it)."""
@@ -375,6 +379,13 @@ def _leave() -> None:
         vllm_state.destroy_model_parallel()
         vllm_state.destroy_distributed_environment()
     if dist.is_initialized():
+        if dist.get_backend() == "gloo":
+            # gloo's worker threads drop their last finished work a moment after the caller's wait returns; a
+            # barrier keeps (weakly) the collectives before it, so that drop can free an all-gather's output
+            # tensor, which needs the GIL. Reached while the interpreter finalizes, it kills the thread through
+            # a noexcept destructor: "terminate called without an active exception", SIGABRT at exit (seen in
+            # about one run in eight). Sleeping releases the GIL to them while the interpreter is whole.
+            time.sleep(_GLOO_DRAIN_S)
         dist.destroy_process_group()
 
 
