@@ -20,7 +20,7 @@ from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.models import build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import CompletionLogprobs
-from rlvr.distributed.world import init_world
+from rlvr.distributed.process_group import init_world
 from rlvr.distributed.fsdp import gather_into
 from rlvr.sft.interleave import interleaved_sft
 from rlvr.run.setup import build_task

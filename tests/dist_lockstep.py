@@ -18,7 +18,7 @@ from rlvr.config.run import load_config
 from rlvr.core.batch import build_batch
 from rlvr.core.types import Completion
 from rlvr.distributed.fsdp import _units
-from rlvr.distributed.world import init_world
+from rlvr.distributed.process_group import init_world
 from rlvr.models import build_tiny_model, char_tokenizer
 from rlvr.models.logprobs import CompletionLogprobs, completion_logprobs
 

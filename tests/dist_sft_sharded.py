@@ -19,7 +19,7 @@ import sys
 import torch
 
 from rlvr.config.run import load_config
-from rlvr.distributed.world import init_world
+from rlvr.distributed.process_group import init_world
 from rlvr.models import build_tiny_model, char_tokenizer
 from rlvr.run.setup import build_task
 from rlvr.sft.sharded import sft_sharded

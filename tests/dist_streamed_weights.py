@@ -14,7 +14,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from rlvr.distributed.fsdp import streamed_weights
-from rlvr.distributed.world import World, init_world, mesh_world
+from rlvr.distributed.process_group import init_world
+from rlvr.distributed.world import World, mesh_world
 
 SHAPES = {"odd": (7, 3), "one_row": (1, 5), "vector": (9,), "cube": (4, 2, 3), "big": (40, 8)}
 

@@ -466,7 +466,7 @@ def test_world_size_that_does_not_divide_the_batch_is_refused():
 
 
 def test_missing_backend_and_half_set_environment_are_clear(monkeypatch):
-    from rlvr.distributed import world as d
+    from rlvr.distributed import process_group as d
 
     with pytest.raises(DistributedSetupError, match="nccl"):
         if torch.cuda.is_available():

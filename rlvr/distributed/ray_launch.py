@@ -79,7 +79,7 @@ class _Trainer:
         return ray.util.get_node_ip_address(), port
 
     def _join(self, master: tuple[str, int] | None) -> None:
-        """The environment torchrun gives a rank (read by :func:`rlvr.distributed.world.init_world`). Ray
+        """The environment torchrun gives a rank (read by :func:`rlvr.distributed.process_group.init_world`). Ray
         shows an actor only its own GPUs, so its device is always the first: ``LOCAL_RANK`` 0."""
         if master is not None:
             os.environ.update(RANK=str(self.rank), WORLD_SIZE=str(self.size), LOCAL_RANK="0",

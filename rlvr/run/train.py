@@ -25,7 +25,8 @@ from rlvr.rollout.contexts import context_examples
 from rlvr.rollout.wrappers import load_engine_files
 from rlvr.tasks.base import Task
 from rlvr.run.checkpoint import intact_checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
-from rlvr.distributed.world import World, check_world, init_world
+from rlvr.distributed.process_group import init_world
+from rlvr.distributed.world import World, check_world
 from rlvr.run.interrupt import deferred_interrupt
 from rlvr.run.logging import NullDisplay, ProgressDisplay
 from rlvr.run.rl_phase import _eval_at, _run_rl, _stateful, load_state, run_eval, sharded_loader
