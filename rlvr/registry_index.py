@@ -236,6 +236,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "format": "rlvr.verifiers.format",
         "geosym": "rlvr.verifiers.geosym",
         "grounding": "rlvr.verifiers.faithfulness",
+        "judge": "rlvr.verifiers.judge.verifier",
         "length": "rlvr.verifiers.format",
         "math": "rlvr.verifiers.math",
         "numeric": "rlvr.verifiers",

@@ -33,6 +33,7 @@ VERIFIER_KINDS: dict[str, tuple[str, ...]] = {
     "lookup": ("generic",),
     "choice": ("generic",),
     "reward_model": ("generic",),
+    "judge": ("generic",),
     "consistency": ("shape",),
     "grounding": ("shape",),
     "format": ("shape",),
@@ -43,7 +44,7 @@ VERIFIER_KINDS: dict[str, tuple[str, ...]] = {
     "toolcall_env": ("toolcall",),
 }
 
-PARTIAL_CREDIT = frozenset({"reward_model", "defab", "rubric", "table_f1", "table_ff", "table_fv", "table_qa", "vla",
+PARTIAL_CREDIT = frozenset({"reward_model", "judge", "defab", "rubric", "table_f1", "table_ff", "table_fv", "table_qa", "vla",
                             "length", "consistency", "grounding", "toolcall", "toolcall_env"})
 
 

@@ -84,7 +84,26 @@ def _build_reward(rf: RewardFunction):
 
         fn = load_callable(rf.fn)
         return from_callable(fn, rf.name or getattr(fn, "__name__", rf.fn))
-    return build_verifier(rf.fn, rf.params)
+    verifier = build_verifier(rf.fn, rf.params)
+    if rf.name:  # its score component and metrics go by this name (two judges: consistency and grounding)
+        try:
+            verifier.name = rf.name
+        except (AttributeError, TypeError):  # a verifier whose name cannot be set: a renamed view of it
+            verifier = _Renamed(verifier, rf.name)
+    return verifier
+
+
+class _Renamed:
+    """A verifier under another name; everything else is the verifier's."""
+
+    def __init__(self, verifier: Any, name: str):
+        self._verifier, self.name = verifier, name
+
+    def __getattr__(self, key: str) -> Any:
+        return getattr(self._verifier, key)
+
+    def __call__(self, example: Example, text: str) -> Any:
+        return self._verifier(example, text)
 
 
 class DatasetParams(Params):
