@@ -407,3 +407,82 @@ def test_two_judges_named_apart_are_two_components(server, tmp_path):
     s = task.score(Example("e", "1+1=", "2"), "2")
     assert set(s.components) == {"correct", "exact", "brief", "consistency", "grounding"}
     assert [wv.verifier.name for wv in task.verifiers] == ["exact", "brief", "consistency", "grounding"]
+
+
+# ---- POW3R's criteria judged by a model -----------------------------------------------------------------------
+
+def _criterion_grade(text: str) -> str:
+    """Yes when the response holds the criterion's last word (the request of the ``criterion`` preset)."""
+    import re
+
+    response = re.search(r"Response:\n(.*)\n\nCriterion:", text, re.S).group(1)
+    criterion = re.search(r"Criterion:\n(.*)\n\nDoes", text, re.S).group(1)
+    return "Checked.\nYes" if criterion.split()[-1] in response else "Checked.\nNo"
+
+
+RUBRIC = [{"id": "answer", "kind": "numeric", "value": "42", "weight": 2},
+          {"id": "units", "kind": "judge", "value": "states the unit: metres"},
+          {"id": "why", "kind": "judge", "value": "says because", "weight": 0.5}]
+
+
+def test_judged_rubric_criteria_are_asked_in_one_batch_beside_the_rules():
+    s = FakeJudgeServer(grade=_criterion_grade)
+    try:
+        v = build_verifier("rubric", {"judge": {"base_url": s.url, "model": "m"}})
+        ex = Example("r", "How far?", "", meta={"rubric": RUBRIC})
+        plain = Example("p", "Say 42", "", meta={"rubric": RUBRIC[:1]})
+        texts = ["6*7 gives 42 metres because", "42 metres", "41 metres", "42"]
+        scores = v.score_batch([ex, ex, ex, plain], texts)
+        assert [sc.reward for sc in scores] == pytest.approx([1.0, 3 / 3.5, 1 / 3.5, 1.0])
+        assert [sc.components["crit/units"] for sc in scores[:3]] == [1.0, 1.0, 1.0]
+        assert [sc.components["crit/why"] for sc in scores[:3]] == [1.0, 0.0, 0.0]
+        assert len(s.bodies) == 6  # two judged criteria for each of three completions; the rule-only one asks none
+        assert v(ex, "42 metres because").reward == 1.0  # one completion alone goes through the same path
+    finally:
+        s.close()
+
+
+def test_a_failed_judgement_is_that_completions_error_and_no_judge_is_refused(tmp_path):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    v = build_verifier("rubric", {"judge": {"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "retries": 0}})
+    ex = Example("r", "How far?", "", meta={"rubric": RUBRIC})
+    got = v.score_batch([ex, Example("p", "q", "", meta={"rubric": RUBRIC[:1]})], ["42 metres", "42"])
+    assert got[0].reward == 0.0 and got[0].info["reason"].startswith("verifier error: judge:")
+    assert "criterion 'units'" in got[0].info["reason"] and got[1].reward == 1.0  # rules alone still score
+    bare = build_verifier("rubric", {})
+    assert bare(ex, "42 metres").info["reason"].startswith("verifier error: rubric: a criterion of kind judge")
+    rows = tmp_path / "r.jsonl"
+    rows.write_text(json.dumps({"prompt": "How far?", "rubric": RUBRIC}) + "\n")
+    from rlvr.tasks.base import TASKS
+    from rlvr.tasks.dataset import DataError
+
+    entry = TASKS.get("rubric")
+    with pytest.raises(DataError, match="set task.judge"):
+        entry.fn(entry.params.model_validate({"train_path": str(rows), "eval_fraction": 0.0}))
+    with pytest.raises(Exception, match="base_url"):
+        entry.params.model_validate({"train_path": str(rows), "judge": {"model": "m"}})
+
+
+def test_pow3r_trains_on_judged_criteria(tmp_path, tiny_cfg_overrides):
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
+
+    rows = [{"prompt": f"{a}+{b}=", "rubric": [{"id": "sum", "kind": "numeric", "value": str(a + b)},
+                                              {"id": "digit", "kind": "judge", "value": f"writes {a}"}]}
+            for a in range(6) for b in range(6)]
+    data = tmp_path / "r.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = FakeJudgeServer(grade=_criterion_grade)
+    try:
+        keep = [o for o in tiny_cfg_overrides if not o.startswith("task.")]
+        out = train(load_config(overrides=keep + [
+            "task.name=rubric", f"task.train_path={data}", "task.weighting=pow3r", "sft.steps=0", "train.steps=2",
+            f"task.judge={{base_url: '{s.url}', model: m}}"]))
+        asked = len(s.bodies)
+    finally:
+        s.close()
+    assert out["steps"] == 2 and asked >= 32  # every training completion's judged criterion (and the evaluations')

@@ -18,6 +18,11 @@ contrast across the group (:class:`PolicyAwareRubric`), using the criterion scor
 completion that timed out or errored keeps its 0 and its reason (it fails every criterion). The optional contrast
 EMA lives in the task and is checkpointed. ``required_gate`` zeroes both rewards unless every required criterion
 holds.
+
+Criteria of kind ``judge`` (a statement a model decides, as POW3R's criteria are) need ``judge:`` (params of the
+``judge`` verifier, preset ``criterion``: a yes/no verdict per criterion); the task then scores a step's
+completions in one batch, every judged criterion asked at once. A data file with judged criteria and no judge
+fails at load.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rlvr.core.paths import LocalPathStr
 from rlvr.core.types import Example, Score
@@ -56,7 +61,16 @@ class RubricTaskParams(Params):
     ema_decay: float = Field(0.0, ge=0.0, lt=1.0, description="POW3R: EMA of each criterion's contrast per prompt "
                                                               "(0: this group only)")
     required_gate: bool = Field(False, description="score 0 unless every required criterion holds")
+    judge: dict[str, Any] | None = Field(None, description="the judge of kind: judge criteria (params of the judge "
+                                                           "verifier, preset criterion by default)")
     name: str = Field("rubric", description="task name used in metrics")
+
+    @field_validator("judge")
+    @classmethod
+    def _judge(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        from rlvr.verifiers.judge import check_judge
+
+        return check_judge(v, "criterion")
 
 
 def _example(where: str, row: Any, default_id: str, p: RubricTaskParams) -> Example:
@@ -92,14 +106,25 @@ class RubricTask(Task):
     """Human-weighted rubric scores; POW3R training rewards per group when ``pow3r`` is given."""
 
     def __init__(self, name: str, splits: dict[str, Sequence[Example]], required_gate: bool = False,
-                 pow3r: PolicyAwareRubric | None = None):
-        self.rubric = RubricVerifier(required_gate)
+                 pow3r: PolicyAwareRubric | None = None, judge: Any = None):
+        self.rubric = RubricVerifier(required_gate, judge)
         super().__init__(name, splits, [WeightedVerifier(self.rubric)])
         self.pow3r = pow3r
 
-    def score(self, example: Example, text: str) -> Score:
-        s = self.rubric(example, text)  # never raises; criterion scores ride along for score_group
+    @property
+    def batched(self) -> bool:
+        """With a judge, a step's judged criteria are asked in one call (:meth:`score_batch`)."""
+        return self.rubric.batched
+
+    @staticmethod
+    def _wrap(s: Score) -> Score:
         return Score(s.reward, {**s.components, "rubric": s.reward}, {f"rubric.{k}": v for k, v in s.info.items()})
+
+    def score(self, example: Example, text: str) -> Score:
+        return self._wrap(self.rubric(example, text))  # never raises; criterion scores ride along for score_group
+
+    def score_batch(self, examples: Sequence[Example], texts: Sequence[str]) -> list[Score]:
+        return [self._wrap(s) for s in self.rubric.score_batch(examples, texts)]
 
     def score_group(self, example: Example, texts: Sequence[str], scores: Sequence[Score]) -> list[Score]:
         if self.pow3r is None:
@@ -139,4 +164,12 @@ def rubric_task(p: RubricTaskParams) -> RubricTask:
     else:
         train, evals = split_holdout(train, p.eval_fraction, p.data_seed)
     pow3r = PolicyAwareRubric(p.eps, p.gamma, p.contrast, p.ema_decay) if p.weighting == "pow3r" else None
-    return RubricTask(p.name, {"train": train, "eval": evals}, p.required_gate, pow3r)
+    if p.judge is None:
+        judged = next((e for e in [*train, *evals] if any(c.get("kind") == "judge" for c in e.meta["rubric"])), None)
+        if judged is not None:
+            raise DataError(f"example {judged.id!r} has a criterion of kind judge, decided by a model: set "
+                            "task.judge (params of the judge verifier, e.g. {base_url: ..., model: ...})")
+    from rlvr.verifiers.judge import build_judge
+
+    return RubricTask(p.name, {"train": train, "eval": evals}, p.required_gate, pow3r,
+                      build_judge(p.judge, "criterion"))

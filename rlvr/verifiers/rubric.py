@@ -12,7 +12,12 @@ A rubric is ``meta["rubric"]``: a list of criteria ``{"id", "kind", "value", "we
   ``re`` on at most ``FALLBACK_REGEX_CHARS``;
 - ``contains`` / ``not_contains``: case-insensitive substring present / absent;
 - ``numeric``: the completion's answer (last ``<answer>`` block, else the whole text; then its last number)
-  equals ``value`` within ``|a - b| <= tolerance`` (exact Fractions when ``tolerance`` is 0).
+  equals ``value`` within ``|a - b| <= tolerance`` (exact Fractions when ``tolerance`` is 0);
+- ``judge``: a model decides whether the completion meets ``value`` (a criterion in words, e.g. "explains why
+  the sum is even"), as POW3R's criteria are judged. It needs a judge (``judge:`` in the verifier's or the
+  ``rubric`` task's params: :mod:`rlvr.verifiers.judge`, preset ``criterion``, a yes/no verdict): every judged
+  criterion of a step's completions is asked in one batched call, and a completion whose judgement failed is
+  a verifier error (counted, not a 0 it earned).
 
 ``rubric`` (the human-weighted reward, also POW3R's evaluation reward)::
 
@@ -56,7 +61,7 @@ try:  # a dependency of transformers, so present wherever rlvr is installed; re 
 except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
     _regex = None
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
@@ -75,12 +80,13 @@ MAX_REGEX_CHARS = 20_000       # longest text a regex criterion reads; longer te
 FALLBACK_REGEX_CHARS = 2_000   # the same without the ``regex`` package (no timeout there)
 REGEX_TIMEOUT_S = 0.1          # one regex criterion on one completion (regex overshoots: ~2x, measured)
 RUBRIC_BUDGET_S = 0.5          # all regex criteria of one completion together
+KINDS = ("regex", "contains", "not_contains", "numeric", "judge")
 
 
 @dataclass(frozen=True)
 class Criterion:
     id: str
-    kind: Literal["regex", "contains", "not_contains", "numeric"]
+    kind: Literal["regex", "contains", "not_contains", "numeric", "judge"]
     value: Any
     weight: float = 1.0
     category: str = "default"
@@ -144,10 +150,12 @@ def parse_rubric(items: Sequence[dict]) -> list[Criterion]:
     if not crits or len({c.id for c in crits}) != len(crits):
         raise ValueError("a rubric needs at least one criterion and unique ids")
     for c in crits:
-        if c.kind not in ("regex", "contains", "not_contains", "numeric") or c.weight < 0:
+        if c.kind not in KINDS or c.weight < 0:
             raise ValueError(f"criterion {c.id!r}: unknown kind {c.kind!r} or negative weight")
         if c.kind == "regex":
             check_pattern(c.value, c.flags)
+        if c.kind == "judge" and not (isinstance(c.value, str) and c.value.strip()):
+            raise ValueError(f"criterion {c.id!r}: a judged criterion needs its statement as a non-empty string")
     if sum(c.weight for c in crits) <= 0:
         raise ValueError("rubric weights sum to 0")
     return crits
@@ -171,6 +179,8 @@ def criterion_score(text: str, c: Criterion, deadline: float | None = None) -> f
     if c.kind in ("contains", "not_contains"):
         found = str(c.value).casefold() in text.casefold()
         return float(found == (c.kind == "contains"))
+    if c.kind == "judge":
+        raise ValueError(f"criterion {c.id!r} is judged by a model: score it through RubricVerifier with a judge")
     return float(_numeric_ok(text, c))
 
 
@@ -184,6 +194,8 @@ def _score_row(text: str, crits: Sequence[Criterion]) -> tuple[list[float], list
             score, timed_out = _regex_search(text, c, deadline)
             if timed_out:
                 timeouts.append(c.id)
+        elif c.kind == "judge":
+            score = 0.0  # (the judge's verdict replaces it: RubricVerifier.score_batch)
         else:
             score = criterion_score(text, c)
         row.append(score)
@@ -196,26 +208,78 @@ def _weighted(scores: Sequence[float], weights: Sequence[float]) -> float:
 
 
 class RubricVerifier(BaseVerifier):
-    """Human-weighted rubric reward ``sum h_c s_c / sum h_c`` over checkable criteria."""
+    """Human-weighted rubric reward ``sum h_c s_c / sum h_c`` over checkable criteria; ``judge`` (a verifier
+    that scores batches, :mod:`rlvr.verifiers.judge`) decides the ``judge`` criteria."""
 
     name = "rubric"
 
-    def __init__(self, required_gate: bool = False):
-        self.required_gate = required_gate
+    def __init__(self, required_gate: bool = False, judge: Any = None):
+        self.required_gate, self.judge = required_gate, judge
+
+    @property
+    def batched(self) -> bool:
+        return self.judge is not None
+
+    def _finish(self, crits: Sequence[Criterion], s: Sequence[float], timeouts: Sequence[str]) -> Score:
+        strict = float(all(si == 1.0 for si, c in zip(s, crits) if c.required))
+        r = _weighted(s, [c.weight for c in crits])
+        r = 0.0 if self.required_gate and not strict else r
+        comps = {f"crit/{c.id}": si for c, si in zip(crits, s)}
+        info: dict[str, Any] = {} if r >= 1.0 else {
+            "reason": "failed: " + ", ".join(c.id for c, si in zip(crits, s) if si < 1)}
+        if timeouts:
+            info["regex_timeouts"] = list(timeouts)
+        return Score(r, {**comps, "strict": strict, "correct": float(all(si == 1.0 for si in s))}, info)
 
     def score(self, example: Example, text: str) -> Score:
         if len(text) > MAX_RUBRIC_CHARS:
             return Score(0.0, {"correct": 0.0, "strict": 0.0}, {"reason": "completion too long"})
         crits = parse_rubric(example.meta.get("rubric") or [])
-        s, timeouts = _score_row(text, crits)
-        strict = float(all(si == 1.0 for si, c in zip(s, crits) if c.required))
-        r = _weighted(s, [c.weight for c in crits])
-        r = 0.0 if self.required_gate and not strict else r
-        comps = {f"crit/{c.id}": si for c, si in zip(crits, s)}
-        info = {} if r >= 1.0 else {"reason": "failed: " + ", ".join(c.id for c, si in zip(crits, s) if si < 1)}
-        if timeouts:
-            info["regex_timeouts"] = timeouts
-        return Score(r, {**comps, "strict": strict, "correct": float(all(si == 1.0 for si in s))}, info)
+        if any(c.kind == "judge" for c in crits):
+            return self.score_batch([example], [text])[0]
+        return self._finish(crits, *_score_row(text, crits))
+
+    def score_batch(self, examples: Sequence[Example], texts: Sequence[str]) -> list[Score]:
+        """Every completion's rule criteria, then all their judged criteria in one call to the judge."""
+        from dataclasses import replace
+
+        out: list[Score | None] = [None] * len(texts)
+        rows: dict[int, tuple[list[Criterion], list[float], list[str]]] = {}
+        asks: list[tuple[int, int, Example, str]] = []
+        for i, (ex, text) in enumerate(zip(examples, texts)):
+            try:
+                if len(text) > MAX_RUBRIC_CHARS:
+                    out[i] = Score(0.0, {"correct": 0.0, "strict": 0.0}, {"reason": "completion too long"})
+                    continue
+                crits = parse_rubric(ex.meta.get("rubric") or [])
+                s, timeouts = _score_row(text, crits)
+            except Exception as e:  # noqa: BLE001 (the contract: never raise; counted as a verifier error)
+                out[i] = Score(0.0, {"correct": 0.0}, {"reason": f"verifier error: {type(e).__name__}: {e}"})
+                continue
+            rows[i] = (crits, s, timeouts)
+            asks += [(i, j, replace(ex, meta={**ex.meta, "rubric": str(c.value)}), text)
+                     for j, c in enumerate(crits) if c.kind == "judge"]
+        verdicts: list[Score] = []
+        if asks and self.judge is None:
+            verdicts = [Score(0.0, {"correct": 0.0}, {"reason": "verifier error: rubric: a criterion of kind judge "
+                                                                "needs a judge (judge: in the rubric's params)"})
+                        for _ in asks]
+        elif asks:
+            try:
+                verdicts = list(self.judge.score_batch([a[2] for a in asks], [a[3] for a in asks]))
+            except Exception as e:  # noqa: BLE001
+                verdicts = [Score(0.0, {"correct": 0.0}, {"reason": f"verifier error: judge: {e}"}) for _ in asks]
+        failed: dict[int, str] = {}
+        for (i, j, _, _), v in zip(asks, verdicts):
+            why = str(v.info.get("reason", ""))
+            if why.startswith("verifier error"):
+                failed.setdefault(i, f"{why} (criterion {rows[i][0][j].id!r})")
+            else:
+                rows[i][1][j] = float(v.components.get("correct", v.reward >= 1.0))
+        for i, (crits, s, timeouts) in rows.items():
+            out[i] = (Score(0.0, {"correct": 0.0}, {"reason": failed[i]}) if i in failed
+                      else self._finish(crits, s, timeouts))
+        return out  # type: ignore[return-value]
 
     def validation_cases(self):
         rubric = [{"id": "answer", "kind": "numeric", "value": "42", "weight": 2, "required": True},
@@ -228,12 +292,23 @@ class RubricVerifier(BaseVerifier):
 
 class RubricParams(Params):
     required_gate: bool = Field(False, description="score 0 unless every required criterion holds")
+    judge: dict[str, Any] | None = Field(None, description="the judge of kind: judge criteria (params of the judge "
+                                                           "verifier; preset criterion by default)")
+
+    @field_validator("judge")
+    @classmethod
+    def _judge(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        from rlvr.verifiers.judge import check_judge
+
+        return check_judge(v, "criterion")
 
 
 @VERIFIERS.register("rubric", RubricParams)
 def _rubric(p: RubricParams) -> RubricVerifier:
-    """Rubric reward: human-weighted mean of regex / contains / numeric criteria (meta['rubric'])."""
-    return RubricVerifier(p.required_gate)
+    """Rubric reward: human-weighted mean of regex / contains / numeric / judged criteria (meta['rubric'])."""
+    from rlvr.verifiers.judge import build_judge
+
+    return RubricVerifier(p.required_gate, build_judge(p.judge, "criterion"))
 
 
 def _contrast(column: Sequence[float], kind: str) -> float:

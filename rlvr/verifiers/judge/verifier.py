@@ -46,7 +46,8 @@ from rlvr.verifiers.judge.backends import HFBackend, HTTPBackend, RequestFailed
 from rlvr.verifiers.judge.cache import Budget, ReplyCache, cache_key
 from rlvr.verifiers.judge.parse import UnparsableReply, parse_score, render, template_fields
 
-__all__ = ["JudgeParams", "JudgeVerifier", "DEFAULT_TEMPLATE", "DEFAULT_RUBRIC", "PRESETS"]
+__all__ = ["JudgeParams", "JudgeVerifier", "DEFAULT_TEMPLATE", "DEFAULT_RUBRIC", "PRESETS", "check_judge",
+           "build_judge"]
 
 DEFAULT_TEMPLATE = """You are grading a response to a task.
 
@@ -94,6 +95,18 @@ Response:
 
 End your reply with "Score: N", N from 0 to 10: ten times the share of the claims the task supports (10 when \
 there are none).""", "number", (0.0, 10.0)),
+    "criterion": ("""Read a response to a task and decide whether it meets one criterion.
+
+Task:
+{prompt}
+
+Response:
+{completion}
+
+Criterion:
+{rubric}
+
+Does the response meet the criterion? Answer yes or no on the last line.""", "verdict", (0.0, 1.0)),
     "equivalence": ("""Is the final answer of the response equivalent to the reference answer (the same value, \
 possibly written differently)?
 
@@ -122,10 +135,10 @@ class JudgeParams(Params):
     extra_body: dict[str, Any] = Field(default_factory=dict, description="http: more request fields (e.g. top_p)")
     path: LocalPathStr | None = Field(None, description="hf: the judge model's directory (with its tokenizer)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="hf: where the judge runs")
-    preset: Literal["grade", "consistency", "grounding", "equivalence"] = Field(
+    preset: Literal["grade", "consistency", "grounding", "criterion", "equivalence"] = Field(
         "grade", description="a ready request: grade (0-10 against the rubric), consistency and grounding (FGRPO's "
-        "checks), equivalence (an appeal: yes/no against the reference); sets template, parse and scale unless "
-        "they are given")
+        "checks), criterion (one rubric criterion met, yes/no: POW3R's judged criteria), equivalence (an appeal: "
+        "yes/no against the reference); sets template, parse and scale unless they are given")
     template: str | None = Field(None, description="the request: fields {prompt} {completion} {answer} {rubric} "
                                                    "(default: the preset's)")
     rubric: str = Field(DEFAULT_RUBRIC, description="{rubric} when an example has no meta.rubric")
@@ -326,6 +339,17 @@ class JudgeVerifier:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_judge(params: dict[str, Any] | None, preset: str) -> dict[str, Any] | None:
+    """Another component's ``judge:`` params (a rubric's), validated now, with ``preset`` unless one is named."""
+    if params is not None:
+        JudgeParams.model_validate({"preset": preset, **params})
+    return params
+
+
+def build_judge(params: dict[str, Any] | None, preset: str) -> JudgeVerifier | None:
+    return None if params is None else JudgeVerifier(JudgeParams.model_validate({"preset": preset, **params}))
 
 
 @VERIFIERS.register("judge", JudgeParams)
