@@ -120,6 +120,97 @@ def _evidence(e: dict) -> str:
     return str(ev.get("error", ev))[:60]
 
 
+@app.command()
+def annotate(file: Annotated[Path, typer.Argument(help="input JSONL: one {prompt, answer, ...} object per line")],
+             out: Annotated[Path, typer.Option("--out", "-o", help="the rows with the new field, in order")],
+             kind: Annotated[str, typer.Option(help="hints (NudgeRL's strategy hints) or scaffold (SCOPE-RL's "
+                                                    "sub-questions with answers)")] = "hints",
+             base_url: Annotated[Optional[str], typer.Option(help="an OpenAI-compatible endpoint, e.g. "
+                                                                   "http://localhost:8000/v1")] = None,
+             model: Annotated[Optional[str], typer.Option(help="the served model's name (with --base-url)")] = None,
+             path: Annotated[Optional[Path], typer.Option(help="a local causal-LM directory, run in this process "
+                                                               "(instead of --base-url)")] = None,
+             n: Annotated[Optional[int], typer.Option(help="hints per row (default 2)")] = None,
+             field_name: Annotated[Optional[str], typer.Option("--field", help="the field written (default: the "
+                                                                                "kind)")] = None,
+             template: Annotated[Optional[Path], typer.Option(help="a text file with the request ({prompt}, "
+                                                                   "{answer}, {n}; default: rlvr's)")] = None,
+             param: Annotated[Optional[list[str]], typer.Option("--param", help="another model setting, KEY=VALUE "
+                                                                "(repeatable): temperature, max_tokens, "
+                                                                "concurrency, retries, api, ...")] = None,
+             cache: Annotated[Optional[Path], typer.Option(help="the reply cache (default: OUT.cache.jsonl): a "
+                                                                "rerun asks only what has not arrived")] = None,
+             max_requests: Annotated[Optional[int], typer.Option(help="requests to send at most")] = None,
+             chunk: Annotated[int, typer.Option(help="rows per call (progress is shown per call)")] = 64,
+             overwrite: Annotated[bool, typer.Option(help="annotate rows that already have the field")] = False,
+             prompt_field: Annotated[str, typer.Option(help="field holding the prompt")] = "prompt",
+             answer_field: Annotated[str, typer.Option(help="field holding the gold answer")] = "answer",
+             report: Annotated[Optional[Path], typer.Option(help="report JSON (default: OUT.report.json)")] = None):
+    """Write NudgeRL's hints or SCOPE-RL's scaffolds into a dataset with a model (an endpoint or a local
+    directory): rows whose reply fails are kept without the field and counted (docs/data.md)."""
+    import os
+
+    import yaml
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rlvr.datapipe.annotate import annotate as run
+
+    if (base_url is None) == (path is None):
+        _fail("give the model: --base-url URL --model NAME (an endpoint), or --path DIR (a local model)")
+    settings: dict = {"backend": "http", "base_url": base_url, "model": model} if base_url else \
+        {"backend": "hf", "path": str(path)}
+    for item in param or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            _fail(f"--param {item!r}: write KEY=VALUE")
+        settings[key.strip()] = yaml.safe_load(value)
+    settings["cache_path"] = str(cache or out.with_name(out.name + ".cache.jsonl"))
+    if max_requests is not None:
+        settings["max_requests"] = max_requests
+    try:
+        rows = _read_rows(file)
+        text = template.read_text() if template is not None else None
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        with Progress(TextColumn(f"annotating {kind}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("rows", total=None)
+            done, result = run(rows, kind, settings, n=n, field_name=field_name, template=text,
+                               prompt_field=prompt_field, answer_field=answer_field, chunk=chunk, overwrite=overwrite,
+                               progress=lambda k, total: bar.update(task, completed=k, total=total))
+    except (OSError, ValueError) as e:
+        _fail(str(e))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done))
+    os.replace(tmp, out)
+    report = report or out.with_name(out.name + ".report.json")
+    report.write_text(json.dumps(result.as_dict(), indent=2))
+    failed = sum(result.failed.values())
+    console.print(f"{result.annotated} of {result.rows} rows annotated, {result.kept} already had it, {failed} "
+                  f"failed" + (f" ({'; '.join(f'{k}: {v}' for k, v in result.failed.items())})" if failed else ""),
+                  highlight=False, soft_wrap=True)
+    console.print(f"wrote {out} and {report}")
+
+
+def _read_rows(file: Path) -> list[dict]:
+    if not file.is_file():
+        raise ValueError(f"{file}: no such file")
+    rows = []
+    for line, text in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{file}:{line}: not JSON ({e})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{file}:{line}: a row must be a JSON object")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{file}: no rows")
+    return rows
+
+
 def merge(a: Annotated[Path, typer.Argument(help="model directory A (alpha = 0), e.g. the base model")],
           b: Annotated[Path, typer.Argument(help="model directory B (alpha = 1), e.g. the SFT model")],
           out: Annotated[Path, typer.Option("--out", "-o", help="output model directory")],
