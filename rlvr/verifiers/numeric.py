@@ -20,7 +20,10 @@ Both sides are exact :class:`fractions.Fraction` values: integers, decimals, ``a
 minus), thousands separators (``1,234``; a thin or no-break space between digit groups), scientific notation
 (``3.5e2`` is 350), ``\\frac``, ``10^{2}`` and ``10²``; a currency sign, trailing unit words
 (``12 cm^2``, ``\\text{ cm}``) and a percent sign are read as the math verifier reads them (a number word
-from zero to twenty is its number; percent: ``12%`` matches 12 and 0.12). So ``0.5``, ``1/2`` and ``2/4`` are
+from zero to twenty is its number; percent: ``12%`` matches 12 and 0.12). A scale word multiplies
+(``1/2 thousand`` is 500, ``2 million dollars`` 2,000,000; hundred, thousand, million, billion, trillion,
+dozen), and a scale abbreviation (``5k``, ``2M``, ``3 bn``) makes no number, never the 5; a unit's power
+(``138 cm^2``) is the unit's, not the answer. So ``0.5``, ``1/2`` and ``2/4`` are
 equal and no float rounding can make a wrong answer right. Unicode look-alikes are folded first
 (``rlvr/verifiers/math/chars.py``). Richer math (surds, expressions, sets) is the ``math`` verifier's.
 """
@@ -42,6 +45,9 @@ MAX_ANSWER_CHARS = 64
 _DOUBT = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|about|approximately|around|roughly|nearly|almost"
                     r"|actually|wait|no|not|wrong|mistake|instead|either|between|unless|if|least|most|rewards?"
                     r"|score|grade|grader|verifier|correct)\b|[~≈]", re.IGNORECASE)
+_SCALED = re.compile(r"\s*(?:(?:k|K|M|B|bn|Bn|BN|mn|MN|mil|mio|MM|thou)\.?(?![A-Za-z])"
+                     r"|(?P<word>(?:hundred|thousand|million|billion|trillion|dozen)s?\b))")
+_UNIT_POWER = re.compile(r"(?<=[A-Za-z])\s*\^\s*(?:\{\s*[23]\s*\}|[23])(?![\d.])")
 _LIST_GAP = re.compile(r"\s*(?:[,;|&]\s*)?(?:and\s+)?|\s*\band\s*")  # only separators between two numbers
 
 
@@ -77,12 +83,16 @@ def _last_line_number(text: str) -> str | None:
     line = lines[k][-500:]
     if any(_DOUBT.search(ln) or "\ufffd" in ln for ln in [line] + lines[k + 1:]):
         return None  # hedged, taken back or graded on its line or after it; U+FFFD: unreadable (math/chars.py)
+    line = _UNIT_POWER.sub("", line)  # "138 cm^2": the 2 is the unit's, not the answer
     tail = line.rsplit("=", 1)[1] if "=" in line else line
     src = tail if _NUM.search(tail) else line  # "3=": the number before an unfinished "="
     found = list(_NUM.finditer(src))
     if len(found) > 1 and _LIST_GAP.fullmatch(src[found[-2].end():found[-1].start()]) \
             and len({parse_number(m.group()) for m in found}) > 1:
         return None  # "5 6", "5, 6", "5 and 6": several candidates
+    scale = _SCALED.match(src, found[-1].end())
+    if scale:  # "1/2 million" is read scaled (500000); "5k", "2M": no number, never 5 or 2
+        return found[-1].group() + scale.group() if scale.group("word") else None
     return found[-1].group()
 
 

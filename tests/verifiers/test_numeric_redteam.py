@@ -111,3 +111,35 @@ def test_huge_inputs_are_fast(text, want):
     s = NumericVerifier()(Example("n", "q", "5"), text)
     assert time.perf_counter() - t < 0.5
     assert s.reward == want and "verifier error" not in str(s.info)
+
+
+SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "dozen": 12}
+
+
+@pytest.mark.parametrize("ctx", ["%s", "The answer is %s.", "#### %s", "\\boxed{%s}", "She saved %s.", "x = %s"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_scale_word_scales_and_an_abbreviation_is_no_number(ctx, seed):
+    """"1/2 thousand" is 500 (never 1/2), "2 millions dollars" 2,000,000; "5k", "2M", "3 bn" are read as no
+    number rather than as 5, 2, 3 (both verifiers); a unit (m, mm, kg, dollars) is still dropped."""
+    from fractions import Fraction
+
+    from rlvr.verifiers.math.verifier import MathVerifier
+
+    rng = random.Random(seed)
+    math = MathVerifier()
+    for _ in range(6):
+        n = rng.choice([Fraction(rng.randint(1, 999)), Fraction(rng.randint(1, 99), 4), Fraction(1, 2)])
+        text_n = str(n) if n.denominator != 1 else str(n.numerator)
+        word = rng.choice(list(SCALES))
+        scaled = n * SCALES[word]
+        for wording in (f"{text_n} {word}", f"{text_n} {word}s dollars" if word != "dozen" else f"{text_n} {word}"):
+            text = ctx % wording
+            assert score(str(n), text) == 0, text
+            if scaled.denominator == 1:
+                assert score(str(scaled.numerator), text) == 1, text
+            assert math(Example("m", "q", str(n)), text).reward == 0, text
+        abbrev = ctx % (text_n + rng.choice(["k", "K", "M", " bn", "mn", " mil"]))
+        assert score(str(n), abbrev) == 0 and math(Example("m", "q", str(n)), abbrev).reward == 0, abbrev
+        for unit in (" m", " mm", " kg", " dollars", " cm^2"):
+            if "boxed" not in ctx:
+                assert score(str(n), ctx % (text_n + unit)) == 1, ctx % (text_n + unit)

@@ -262,11 +262,35 @@ _UNIT_WORDS = re.compile(rf"^(?P<num>.*?[\d}}])(?P<sep>\s*)(?P<unit>{_UNIT_TOKEN
                          rf"(?:\s+{_UNIT_TOKEN}(?:\s*/\s*{_UNIT_TOKEN})?\.?)*(?:\s*\^\s*\{{?[23]\}}?)?)$")
 
 
+# Words that scale the number before them: "1/2 thousand" is 500, never 1/2 (a unit word would be dropped).
+SCALE_WORDS = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12,
+               "dozen": 12}
+# "5k", "2M", "3bn": a scale, not a unit (and not m, metres; or mm), read as no number rather than as 5
+SCALE_ABBREV = re.compile(r"(?:k|K|M|B|bn|Bn|BN|mn|MN|mil|mio|MM|thou)\.?")
+
+
 def strip_unit_words(s: str) -> str:
     """``18 dollars`` -> ``18``, ``60km/h`` -> ``60``; unchanged when what follows the number is not a unit
-    (a bound or math word, two letters written onto the number: ``5xy``)."""
+    (a bound or math word, two letters written onto the number: ``5xy``). A scale word multiplies instead
+    (``1/2 thousand`` -> ``500``, ``2 million dollars`` -> ``2000000``); a scale abbreviation (``5k``, ``2M``,
+    ``3 bn``) leaves the text unchanged, so it reads as no number rather than as 5."""
     m = _UNIT_WORDS.match(s)
-    if not m or set(re.findall(r"[a-z]+", m.group("unit").lower())) & (MATH_WORDS | _BOUND_WORDS):
+    if not m:
+        return s
+    words = re.findall(r"[a-z]+", m.group("unit").lower())
+    if set(words) & (MATH_WORDS | _BOUND_WORDS):
+        return s
+    first = words[0] if words else ""
+    scale = SCALE_WORDS.get(first[:-1] if first.endswith("s") and first[:-1] in SCALE_WORDS else first)
+    if scale is not None:
+        from .fastpath import parse_exact
+
+        value = parse_exact(m.group("num").strip())
+        if value is None:
+            return s
+        value *= scale
+        return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    if SCALE_ABBREV.fullmatch(m.group("unit").split()[0]):
         return s
     first = re.match(r"[a-zA-Z]+", m.group("unit")).group()
     if not m.group("sep") and (len(first) < 2 or first not in _SHORT_UNITS):

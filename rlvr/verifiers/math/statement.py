@@ -47,6 +47,8 @@ _CHOICE = re.compile(
     r"(?:\*\*)?(?:\((?P<a>[A-Ja-j])\)|(?P<b>(?-i:[A-J]))(?![a-zA-Z]))(?:\*\*)?(?P<rest>.*)"
     r"|\((?P<c>[A-Ja-j])\)(?P<rest2>.*)"
     r"|\b(?P<d>(?-i:[A-J]))\)?\s+is\s+(?:the\s+)?(?:correct|right)\b(?P<rest3>.*)", re.IGNORECASE | re.DOTALL)
+_SCALE = re.compile(r"\s*(?:(?P<word>(?:hundred|thousand|million|billion|trillion|dozen)s?\b)"
+                    r"|(?:k|K|M|B|bn|Bn|BN|mn|MN|mil|mio|MM|thou)\.?(?![A-Za-z]))")
 _RANGE = re.compile(r"\d\s*(?:-|–|—|to)\s*\d")
 
 
@@ -120,7 +122,11 @@ def _answer(sentence: str, segs: list[str]) -> str | None:
     if not numbers:
         return None
     if len({_value(n) for _, n in numbers}) == 1:
-        return numbers[-1][1]
+        pos, number = numbers[-1]
+        scale = _SCALE.match(sentence, pos + len(number))
+        if scale:  # "4 thousand": the scaled number (normalize.strip_unit_words); "4 bn", "5k": none
+            return number + scale.group() if scale.group("word") else None
+        return number
     return None  # a computation ("9 * 2 = 18 dollars") or several quantities: not one stated answer
 
 
