@@ -6,7 +6,7 @@ holding exactly what the same phase gives on one process from the same weights.
 The policy is first moved by an optimizer step through the FSDP module (so the phase starts from weights
 FSDP updated, not from the initial ones). Then the phase runs through :func:`interleaved_sft` with a whole
 copy; a one-process reference runs the phase on a copy of the gathered pre-phase weights; every rank
-gathers its shards after the phase and compares: exactly equal. Prints ``ok`` on every rank.
+gathers its shards after the phase and compares: exactly equal. Prints ``ok RANK`` for every rank (rank 0 prints).
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ def main() -> None:
     moved = max(float((r - b).abs().max()) for r, b in zip(reference.parameters(), before.parameters()))
     assert moved > 1e-3, moved
     assert interleaved_sft(cfg, model, tok, task, world=world, whole=whole)(0) == {}  # no phase at this step
-    print("ok", world.rank, flush=True)
+    for rank in world.gather(world.rank):  # printed by rank 0 alone: two ranks' lines can interleave ("okok 1")
+        if world.main:
+            print("ok", rank, flush=True)
 
 
 if __name__ == "__main__":
