@@ -31,6 +31,7 @@ brackets, and keeps a bare ``1,234,567`` (groups of exactly three digits, no spa
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from .chars import fold
 
@@ -283,12 +284,10 @@ def strip_unit_words(s: str) -> str:
     first = words[0] if words else ""
     scale = SCALE_WORDS.get(first[:-1] if first.endswith("s") and first[:-1] in SCALE_WORDS else first)
     if scale is not None:
-        from .fastpath import parse_exact
-
-        value = parse_exact(m.group("num").strip())
-        if value is None:
+        try:  # a plain number ("1/2", "0.5", "1,234", "3.5e2"); anything else is left as it was
+            value = Fraction(m.group("num").strip().replace(",", "")) * scale
+        except (ValueError, ZeroDivisionError):
             return s
-        value *= scale
         return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
     if SCALE_ABBREV.fullmatch(m.group("unit").split()[0]):
         return s
