@@ -147,3 +147,79 @@ def test_scaffolds_written_by_a_model_reach_scope_rl(tmp_path):
     f = _rows(tmp_path, done)
     ex = read_examples(f, JsonlParams(train_path=str(f)))[0]
     assert scaffold_of(ex, "scaffold") == [("What is 3 tens?", "30"), ("Add 4", "34")]
+
+
+# ---- written during a run: rollout.contexts.model, rollout.scaffold.model -------------------------------------
+
+def test_nudge_hints_are_written_by_a_model_once_per_example_and_kept_across_a_resume():
+    from rlvr.core.types import Example, GenerationRequest, SamplingParams
+    from rlvr.models import char_tokenizer
+    from rlvr.rollout.contexts import ContextCompletion, ContextsConfig, ContextsWrapper
+    from tests.methods.test_nudge import Recording
+
+    tok = char_tokenizer()
+    s = FakeJudgeServer(grade=_hint_grade)
+    try:
+        cfg = ContextsConfig(num_contexts=2, per_context=4, p_dropout=0.0, fallback=["guess"],
+                             template="{prompt}|{context}", model={"base_url": s.url, "model": "m"})
+        inner = Recording(tok)
+        eng = ContextsWrapper(inner, tok, cfg)
+        reqs = [GenerationRequest(Example("a", "3+4=", "7"), 8), GenerationRequest(Example("b", "leaky", "9"), 8),
+                GenerationRequest(Example("c", "own", "1", meta={"hints": ["mine", "yours"]}), 8)]
+        out = eng.generate(reqs, SamplingParams(seed=0))
+        assert len(s.bodies) == 2  # a and b; c has its own hints
+        prompts = {r.example.prompt for r in inner.requests[0]}
+        assert prompts == {"3+4=|Start from 3+4=.", "3+4=|Check each step.", "leaky|guess", "leaky", "own|mine",
+                           "own|yours"}  # (one fallback hint: the second context's draws are plain)
+        assert {c.context for c in out if isinstance(c, ContextCompletion) and c.example_id == "b"} == {1}
+        eng.generate(reqs, SamplingParams(seed=1))
+        assert len(s.bodies) == 2  # asked once per example, a failure included
+        assert eng.metrics()["hints/written"] == 1.0 and eng.metrics()["hints/failed"] == 1.0
+        state = eng.state_dict()
+    finally:
+        s.close()
+    resumed = ContextsWrapper(Recording(tok), tok, cfg)  # the server is gone: the checkpoint holds the hints
+    resumed.load_state_dict(json.loads(json.dumps(state)))
+    resumed.generate(reqs[:1], SamplingParams(seed=0))
+    assert {r.example.prompt for r in resumed.inner.requests[0]} == {"3+4=|Start from 3+4=.", "3+4=|Check each step."}
+
+
+def test_scope_scaffolds_are_written_for_failed_problems_only():
+    from rlvr.core.types import Example, GenerationRequest, SamplingParams
+    from rlvr.models import char_tokenizer
+    from rlvr.rollout.scaffold import ScaffoldCompletion, ScaffoldConfig, ScaffoldWrapper
+    from tests.methods.test_nudge import Recording
+    from tests.methods.test_scope import _Stats
+
+    def grade(text):
+        return json.dumps([{"question": "What is 3 times 4?", "answer": 12}, {"question": "Then?", "answer": "17"}])
+
+    tok = char_tokenizer()
+    s = FakeJudgeServer(grade=grade)
+    try:
+        eng = ScaffoldWrapper(Recording(tok), ScaffoldConfig(enabled=True, model={"base_url": s.url, "model": "m"}))
+        stats = _Stats()
+        eng.bind_stats(stats)
+        failed, solved = Example("f", "Compute 3*4+5.", "17"), Example("s", "2+2?", "4")
+        reqs = [GenerationRequest(failed, 2), GenerationRequest(solved, 2)]
+        sp = SamplingParams(seed=0)
+        eng.generate(reqs, sp)
+        assert s.bodies == []  # nothing observed yet: nothing to scaffold, nothing asked
+        stats.obs.update({"f": (0, 0.0), "s": (0, 1.0)})
+        out = eng.generate(reqs, sp)
+        assert len(s.bodies) == 1 and "Compute 3*4+5." in s.bodies[0]["messages"][0]["content"]
+        scaffolded = [c for c in out if isinstance(c, ScaffoldCompletion)]
+        assert {c.example_id for c in scaffolded} == {"f"} and scaffolded[0].sub_answers == ("12", "17")
+        assert "1. What is 3 times 4?" in eng.inner.requests[-1][0].example.prompt
+        assert "written" in eng.state_dict() and eng.state_dict()["written"]["written"]["f"][0]["answer"] == "12"
+    finally:
+        s.close()
+
+
+def test_a_bad_model_config_is_refused_at_load():
+    from rlvr.config.run import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="base_url"):
+        load_config(overrides=["recipe=nudge_rl", "rollout.contexts.model={model: m}"])
+    with pytest.raises(ConfigError, match="path"):
+        load_config(overrides=["recipe=scope_rl", "rollout.scaffold.model={backend: hf}"])

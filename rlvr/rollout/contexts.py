@@ -4,7 +4,8 @@ rollouts.
 Kim et al. 2026, "Nudging Beyond the Comfort Zone: Efficient Strategy-Guided Exploration for RLVR",
 arXiv:2605.15726; code ``tally0818/NudgeRL`` (``NudgeRLTrainer._get_rollout_counts``; EXACT from code;
 docs/methods.md, `rollout.contexts`). For a request of ``n = num_contexts x per_context`` completions, the
-example's first ``num_contexts`` contexts (strategy hints: ``Example.meta[source]``, a list of strings; else
+example's first ``num_contexts`` contexts (strategy hints: ``Example.meta[source]``, a list of strings; else, with
+``model``, hints a model writes for it once, :class:`rlvr.rollout.annotations.ModelAnnotations`; else
 ``fallback``) each get ``per_context`` draws, and each draw moves to the plain ("dropout") group with probability
 ``p_dropout``:
 
@@ -38,13 +39,14 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlvr.algorithms.extra_producers import SIDE_ROWS, ExtraContext, SideContext, produces
 from rlvr.core.batch import RolloutBatch, SideRows, build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.models.prompts import encode_prompt, rewrite_prompt
+from rlvr.rollout.annotations import ModelAnnotations, check_model
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["ContextsConfig", "ContextCompletion", "ContextsWrapper", "context_rows", "context_examples", "draw_counts",
@@ -69,6 +71,16 @@ class ContextsConfig(BaseModel):
                                            "(MEML-GRPO's mutual learning)")
     hard_examples: int = Field(0, ge=0, description="questions some contexts solved and others not, stored a step "
                                                     "for the interleaved SFT phases (MEML-GRPO's buffer; 0: off)")
+    model: dict[str, Any] | None = Field(None, description="a model that writes the hints of examples without their "
+                                         "own, once each (params of rlvr.models.ask.ModelParams: base_url and model, "
+                                         "or backend hf and path); null: the fallback")
+    model_template: str | None = Field(None, description="the model's request ({prompt}, {answer}, {n}; default: "
+                                                         "rlvr.rollout.annotations.HINTS_TEMPLATE)")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return check_model(v)
 
 
 @dataclass
@@ -86,9 +98,14 @@ def draw_counts(num_contexts: int, per_context: int, p_dropout: float, rng: rand
     return [sum(dropped)] + [per_context - d for d in dropped]
 
 
-def _contexts(ex: Example, cfg: ContextsConfig) -> list[str]:
+def _own(ex: Example, cfg: ContextsConfig) -> list[Any]:
     own = ex.meta.get(cfg.source) if isinstance(ex.meta, dict) else None
-    items = list(own) if isinstance(own, (list, tuple)) and own else list(cfg.fallback)
+    return list(own) if isinstance(own, (list, tuple)) and own else []
+
+
+def _contexts(ex: Example, cfg: ContextsConfig, written: ModelAnnotations | None = None) -> list[str]:
+    """The example's own contexts, else those a model wrote for it, else the fallback."""
+    items = _own(ex, cfg) or (written.get(ex.id) if written is not None else None) or list(cfg.fallback)
     return [str(c) for c in items[: cfg.num_contexts]]
 
 
@@ -116,15 +133,19 @@ class ContextsWrapper:
         self._under, self._total = 0, 0
         self._plain: dict[str, list[int]] = {}  # example id -> its plain prompt ids (this step's requests)
         self._rows: list[Completion] = []  # hard examples since the last sft_rows()
+        self.written = (ModelAnnotations("hints", cfg.model, cfg.num_contexts, cfg.model_template)
+                        if cfg.model is not None else None)  # hints a model writes for examples without their own
 
     def sync_weights(self) -> None:
         self.inner.sync_weights()
 
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
         cfg = self.cfg
+        if self.written is not None:  # one call for this step's examples that have no hints yet
+            self.written.ensure([r.example for r in requests if not _own(r.example, cfg)])
         parts = []  # (request index, context, sub-request)
         for i, req in enumerate(requests):
-            contexts = _contexts(req.example, cfg)
+            contexts = _contexts(req.example, cfg, self.written)
             rng = random.Random(f"{sampling.seed}:{req.example.id}:{i}")
             counts = draw_counts(cfg.num_contexts, cfg.per_context, cfg.p_dropout, rng)
             counts[0] += sum(counts[1 + len(contexts):])  # contexts the example lacks: sampled plainly
@@ -187,13 +208,14 @@ class ContextsWrapper:
     def metrics(self) -> dict[str, float]:
         out = {"context_frac": self._under / self._total} if self._total else {}
         self._under, self._total = 0, 0
-        return out
+        return {**out, **(self.written.metrics() if self.written is not None else {})}
 
     def state_dict(self) -> dict[str, Any]:
-        return {}
+        return {"hints": self.written.state_dict()} if self.written is not None else {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        return None
+        if self.written is not None and "hints" in state:
+            self.written.load_state_dict(state["hints"])
 
 
 @ENGINE_WRAPPERS.register("contexts", order=250)

@@ -4,7 +4,9 @@ stage.
 "SCOPE-RL: Scaffolded Chain Optimization with Process Efficiency" (arXiv id not known; code not public;
 docs/methods.md, `rollout.scaffold`). RECONSTRUCTED. A problem's reference solution is decomposed offline into
 sub-questions q_1..q_m with verifiable intermediate answers a_1..a_m (``Example.meta[source]``: a list of
-``{"question": ..., "answer": ...}``, written by the user or an LLM). Training prompts of problems the model fails
+``{"question": ..., "answer": ...}``, written by the user or an LLM: ``rlvr data annotate --kind scaffold``, or
+``model``, which asks a model once for each failed problem without one,
+:class:`rlvr.rollout.annotations.ModelAnnotations`). Training prompts of problems the model fails
 get the first j sub-questions (never their answers):
 
     prompt = ``template`` with the problem and "1. q_1 ... j. q_j"           (j: the problem's depth)
@@ -26,12 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.models.prompts import rewrite_prompt
+from rlvr.rollout.annotations import ModelAnnotations, check_model
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["ScaffoldConfig", "ScaffoldCompletion", "ScaffoldWrapper", "scaffold_of", "scaffold_credit",
@@ -49,6 +52,16 @@ class ScaffoldConfig(BaseModel):
     shrink_at: float = Field(0.5, gt=0.0, le=1.0, description="a pass rate at least this removes one sub-question")
     template: str = Field(TEMPLATE, description="the scaffolded prompt ({prompt}, {steps})")
     step_format: str = Field("{index}. {question}", description="one sub-question ({index}, {question})")
+    model: dict[str, Any] | None = Field(None, description="a model that writes the scaffold of a failed problem "
+                                         "without its own, once each (params of rlvr.models.ask.ModelParams); "
+                                         "null: only the data's scaffolds")
+    model_template: str | None = Field(None, description="the model's request ({prompt}, {answer}, {n}; default: "
+                                                         "rlvr.rollout.annotations.SCAFFOLD_TEMPLATE)")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return check_model(v)
 
 
 @dataclass
@@ -59,9 +72,10 @@ class ScaffoldCompletion(Completion):
     depth: int = 0
 
 
-def scaffold_of(ex: Example, source: str) -> list[tuple[str, str]]:
-    """The example's ``(sub-question, sub-answer)`` pairs (empty when it has none or they are malformed)."""
-    raw = ex.meta.get(source) if isinstance(ex.meta, dict) else None
+def scaffold_of(ex: Example, source: str, raw: Any = None) -> list[tuple[str, str]]:
+    """The example's ``(sub-question, sub-answer)`` pairs (empty when it has none or they are malformed);
+    ``raw``: the scaffold to read instead of the example's own."""
+    raw = raw if raw is not None else ex.meta.get(source) if isinstance(ex.meta, dict) else None
     out = []
     for item in raw if isinstance(raw, (list, tuple)) else ():
         q = item.get("question") if isinstance(item, dict) else (item[0] if isinstance(item, (list, tuple)) else None)
@@ -101,6 +115,8 @@ class ScaffoldWrapper:
         self.depth: dict[str, int] = {}
         self.seen: dict[str, int] = {}  # the last observation (step) each depth was updated from
         self._m = {"rows": 0.0, "scaffolded": 0.0, "depth": 0.0, "leaks": 0.0}
+        self.written = (ModelAnnotations("scaffold", cfg.model, 0, cfg.model_template)
+                        if cfg.model is not None else None)  # scaffolds a model writes for failed problems
 
     def bind_stats(self, stats) -> None:
         """The run's per-prompt statistics, which the depths follow."""
@@ -125,11 +141,24 @@ class ScaffoldWrapper:
         self.depth[ex.id] = d
         return d
 
+    def _failed(self, ex: Example) -> bool:
+        """The problem's last observation passed none of its completions (it would get a scaffold)."""
+        return self.stats is not None and self.stats.last_pass_rate(ex.id) == 0.0
+
+    def _steps(self, ex: Example) -> list[tuple[str, str]]:
+        own = scaffold_of(ex, self.cfg.source)
+        if own or self.written is None:
+            return own
+        return scaffold_of(ex, self.cfg.source, self.written.get(ex.id) or [])
+
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
         c = self.cfg
+        if self.written is not None:  # one call for this step's failed problems that have no scaffold yet
+            self.written.ensure([r.example for r in requests
+                                 if not scaffold_of(r.example, c.source) and self._failed(r.example)])
         parts = []
         for i, req in enumerate(requests):
-            steps = scaffold_of(req.example, c.source)
+            steps = self._steps(req.example)
             d = min(self._update(req.example, steps), len(steps))
             if d == 0 or req.prefix_ids:
                 parts.append((i, None, req))
@@ -154,14 +183,17 @@ class ScaffoldWrapper:
         out = {"scaffold/scaffolded_frac": m["scaffolded"] / m["rows"], "scaffold/leaks": m["leaks"]}
         if m["scaffolded"]:
             out["scaffold/mean_depth"] = m["depth"] / m["scaffolded"]
-        return out
+        return {**out, **(self.written.metrics() if self.written is not None else {})}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"depth": dict(self.depth), "seen": dict(self.seen)}
+        state = {"depth": dict(self.depth), "seen": dict(self.seen)}
+        return {**state, "written": self.written.state_dict()} if self.written is not None else state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.depth = {k: int(v) for k, v in state.get("depth", {}).items()}
         self.seen = {k: int(v) for k, v in state.get("seen", {}).items()}
+        if self.written is not None and "written" in state:
+            self.written.load_state_dict(state["written"])
 
 
 @ENGINE_WRAPPERS.register("scaffold", order=90)

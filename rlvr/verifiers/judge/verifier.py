@@ -21,7 +21,7 @@ garbled, the reply holding no score, the budget spent) scores 0 with ``reason: "
 which the scorer counts (``score/errors``) and stops on past ``scoring.max_error_frac``, as for any verifier.
 
 What is asked and how the reply is read: :mod:`rlvr.verifiers.judge.parse`; the cache and the budget:
-:mod:`rlvr.verifiers.judge.cache`; the backends: :mod:`rlvr.verifiers.judge.backends`. ``stats`` counts requests,
+:mod:`rlvr.models.ask.cache`; the backends: :mod:`rlvr.models.ask.backends`. ``stats`` counts requests,
 retries, cache hits, failures by kind and tokens.
 """
 
@@ -34,7 +34,7 @@ from pydantic import Field, field_validator, model_validator
 
 from rlvr.core.types import Example, Score
 from rlvr.verifiers.base import VERIFIERS
-from rlvr.verifiers.judge.client import ModelClient, ModelParams
+from rlvr.models.ask.client import ModelClient, ModelParams
 from rlvr.verifiers.judge.parse import UnparsableReply, parse_score, render, template_fields
 
 __all__ = ["JudgeParams", "JudgeVerifier", "DEFAULT_TEMPLATE", "DEFAULT_RUBRIC", "PRESETS", "check_judge",

@@ -23,8 +23,8 @@ from pydantic import Field, model_validator
 from rlvr.core.daemon_pool import DaemonPool
 from rlvr.core.paths import LocalPathStr
 from rlvr.registry import Params
-from rlvr.verifiers.judge.backends import HFBackend, HTTPBackend, RequestFailed
-from rlvr.verifiers.judge.cache import Budget, ReplyCache, cache_key
+from rlvr.models.ask.backends import HFBackend, HTTPBackend, RequestFailed
+from rlvr.models.ask.cache import Budget, ReplyCache, cache_key
 
 __all__ = ["ModelParams", "ModelClient"]
 
