@@ -486,3 +486,15 @@ def test_pow3r_trains_on_judged_criteria(tmp_path, tiny_cfg_overrides):
     finally:
         s.close()
     assert out["steps"] == 2 and asked >= 32  # every training completion's judged criterion (and the evaluations')
+
+
+def test_a_judge_survives_pickling_as_a_ray_scoring_task_carries_it(server):
+    import pickle
+
+    v = judge(server)
+    assert v(EX, "ends in 3").reward == 0.3
+    copy = pickle.loads(pickle.dumps(v))
+    assert copy(EX, "ends in 3").reward == 0.3 and copy(EX, "ends in 4").reward == 0.4
+    assert len(server.bodies) == 2  # the copy kept the cache
+    rubric = pickle.loads(pickle.dumps(build_verifier("rubric", {"judge": {"base_url": server.url, "model": "m"}})))
+    assert rubric.judge is not None

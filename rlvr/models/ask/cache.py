@@ -41,6 +41,13 @@ class ReplyCache:
                     except (ValueError, KeyError, TypeError):
                         continue  # a line torn by a crash mid-write
 
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def get(self, key: str) -> str | None:
         if not self.enabled:
             return None
@@ -68,6 +75,13 @@ class Budget:
         self.max_requests, self.max_tokens = max_requests, max_tokens
         self.requests = 0
         self.tokens = 0
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def take_request(self) -> str | None:

@@ -92,6 +92,17 @@ class ModelClient:
         self._pool_name = pool_name
         self._rng = random.Random()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a Ray scoring task carries its verifiers): settings, cache and budget; no lock, no threads."""
+        state = dict(self.__dict__)
+        for key in ("_lock", "_pool", "_rng"):
+            state.pop(key)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock, self._pool, self._rng = threading.Lock(), None, random.Random()
+
     def count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.stats[key] += n
