@@ -213,6 +213,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
     "task": {
         "arithmetic": "rlvr.tasks.arithmetic",
         "benchmark": "rlvr.tasks.benchmarks.task",
+        "chains": "rlvr.tasks.chains",
         "dataset": "rlvr.tasks.dataset",
         "defab": "rlvr.tasks.defab",
         "geosym": "rlvr.tasks.geosym.task",
@@ -227,6 +228,7 @@ HOMES: dict[str, dict[str, str]] = {  # registry kind -> {component name -> modu
         "vla_scenes": "rlvr.tasks.vla_scenes",
     },
     "verifier": {
+        "chain": "rlvr.verifiers.chain",
         "choice": "rlvr.verifiers.choice",
         "code": "rlvr.verifiers.code",
         "consistency": "rlvr.verifiers.faithfulness",

@@ -34,6 +34,7 @@ VERIFIER_KINDS: dict[str, tuple[str, ...]] = {
     "choice": ("generic",),
     "reward_model": ("generic",),
     "judge": ("generic",),
+    "chain": ("generic",),
     "consistency": ("shape",),
     "grounding": ("shape",),
     "format": ("shape",),

@@ -1,0 +1,224 @@
+"""Worked chains checked step by step: the ``chain`` verifier of the ``chains`` testbed (rlvr.tasks.chains).
+
+A completion is a chain of equations ending in an answer, e.g. for ``4738+2965=``::
+
+    8+5=13; 3+6+1=10; 7+9+1=17; 4+2+1=7; Answer: 7703
+
+It is read leniently in layout and strictly in content:
+
+- **layout**: equations anywhere in the text, in order, whatever separates them (``;``, new lines, prose such
+  as "write 3, carry 1"); spaces anywhere; ``×``, ``·``, ``x`` between digits, ``÷`` and Unicode minus signs
+  are the ASCII operators; invisible characters are dropped; the answer is the last ``Answer: N`` (or
+  ``#### N``), alone on the rest of its line but for a full stop, and two different stated answers give none
+  ("Answer: 85 or 86", "Answer: 85; 86" give none);
+- **every equation must be true** (integers, ``+ - * /`` with the usual precedence; a division must be exact);
+- **the chain must be the problem's**: for the column families (``add``, ``mul``) the equations must be the
+  column steps of the problem in order, each compared as the sum of its terms (``3+6+1=10`` and ``1+6+3=10``
+  are the same step; a ``+0`` carry may be written or not); for ``countdown`` every step must combine two
+  numbers still available (the problem's, or results not yet used), each used once, and the last result must
+  be the target;
+- **the answer must be the problem's** and the chain's own result.
+
+``reward`` (and ``correct``) is 1 when all of that holds, else 0; the components say which part failed:
+``answer`` (the stated answer is right), ``steps_true`` (the share of true equations), ``chain`` (the chain is
+the problem's). So a wrong chain that ends in the right answer scores 0, and a right chain in another layout
+scores 1. Reading is bounded: at most ``MAX_CHARS`` characters and ``MAX_STEPS`` equations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from fractions import Fraction
+from typing import Any, Sequence
+
+from rlvr.core.types import Example, Score
+from rlvr.registry import Params
+from rlvr.verifiers.base import VERIFIERS, BaseVerifier
+
+__all__ = ["ChainVerifier", "read_chain", "column_steps", "canonical", "MAX_CHARS", "MAX_STEPS"]
+
+MAX_CHARS = 4000
+MAX_STEPS = 64
+_FOLD = str.maketrans({"×": "*", "·": "*", "∙": "*", "÷": "/", "−": "-", "–": "-", "—": "-", "＝": "=",
+                       "＋": "+", "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+_INT = r"-?\d{1,12}"
+_END = r"(?!\d|[.,]\d)"  # a number ends there (a full stop may follow; a decimal part may not)
+_EQ = re.compile(rf"(?<![\d.])({_INT}(?:\s*[-+*/]\s*{_INT}){{1,3}})\s*=\s*({_INT}){_END}")
+_ANSWER = re.compile(rf"(?:\banswer\b\s*(?:is\s*)?[:=]?|####)\s*({_INT}){_END}", re.IGNORECASE)
+_TIMES_X = re.compile(r"(?<=\d)\s*[xX]\s*(?=\d)")
+
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
+_AFTER_ANSWER = re.compile(r"[ \t]*[.!]?[ \t]*(?:\n|$)")  # nothing but a full stop may follow the answer on its line
+
+
+def _fold(text: str) -> str:
+    return _TIMES_X.sub("*", text.translate(_INVISIBLE).translate(_FOLD))
+
+
+def _terms(expr: str) -> list[tuple[int, list[int]]] | None:
+    """``a*b+c-d`` as signed product terms ``[(+1, [a, b]), (+1, [c]), (-1, [d])]``; division is kept as a
+    factor marker (None for the term's canonical form); None when malformed."""
+    tokens = re.findall(r"\d+|[-+*/]", expr.replace(" ", ""))
+    out: list[tuple[int, list[int]]] = []
+    sign, factors, op = 1, [], None
+    i = 0
+    if tokens and tokens[0] == "-":  # a leading minus: the first number is negative
+        sign, i = -1, 1
+    while i < len(tokens):
+        t = tokens[i]
+        if t.isdigit():
+            factors.append(int(t) if op != "/" else -int(t) - 1)  # (division: a marker, read by _value)
+            op = None
+        elif t in "+-":
+            out.append((sign, factors))
+            sign, factors = (1 if t == "+" else -1), []
+        else:
+            op = t
+        i += 1
+    out.append((sign, factors))
+    return out if all(f for _, f in out) else None
+
+
+def _value(terms: list[tuple[int, list[int]]]) -> Fraction | None:
+    total = Fraction(0)
+    for sign, factors in terms:
+        v = Fraction(1)
+        for f in factors:
+            if f < 0:  # a divisor
+                d = -f - 1
+                if d == 0:
+                    return None
+                v /= d
+            else:
+                v *= f
+        total += sign * v
+    return total
+
+
+def canonical(expr: str, result: int) -> tuple[Any, ...] | None:
+    """A step as the multiset of its nonzero signed product terms and its result: ``3+6+1=10`` and
+    ``1+6+3=10`` are one step, ``6*7+0=42`` and ``7*6=42`` another."""
+    terms = _terms(expr)
+    if terms is None:
+        return None
+    key = Counter((sign, tuple(sorted(f))) for sign, f in terms if not (len(f) == 1 and f[0] == 0))
+    return tuple(sorted(key.items())), result
+
+
+def read_chain(text: str) -> tuple[list[tuple[str, int, bool]], int | None, str]:
+    """``([(expression, stated result, true?), ...], stated answer, why there is none)`` of a completion."""
+    text = _fold(text[:MAX_CHARS])
+    steps = []
+    for m in _EQ.finditer(text):
+        expr, res = m.group(1), int(m.group(2))
+        terms = _terms(expr)
+        value = _value(terms) if terms is not None else None
+        steps.append((expr, res, value is not None and value == res))
+        if len(steps) > MAX_STEPS:
+            break
+    found = list(_ANSWER.finditer(text))
+    if not found:
+        return steps, None, "no answer"
+    if any(not _AFTER_ANSWER.match(text, m.end()) for m in found):
+        return steps, None, "more after the answer on its line (a hedge or a second answer)"
+    answers = [int(m.group(1)) for m in found]
+    if len(set(answers)) > 1:
+        return steps, None, "several different answers"
+    return steps, answers[-1], ""
+
+
+def column_steps(family: str, operands: Sequence[int]) -> tuple[list[tuple[str, int]], int]:
+    """The column procedure of ``add`` (``a + b``) or ``mul`` (``a * d``, one digit ``d``): the steps
+    ``(expression, result)`` from the last column to the first, and the answer."""
+    if family == "add":
+        a, b = operands
+        da, db = str(a)[::-1], str(b)[::-1]
+        steps, carry = [], 0
+        for k in range(max(len(da), len(db))):
+            x, y = int(da[k]) if k < len(da) else 0, int(db[k]) if k < len(db) else 0
+            parts = [str(x)] * (k < len(da)) + [str(y)] * (k < len(db))
+            if carry:
+                parts.append(str(carry))
+            total = x + y + carry
+            steps.append(("+".join(parts) if len(parts) > 1 else parts[0] + "+0", total))
+            carry = total // 10
+        return steps, a + b
+    if family == "mul":
+        a, d = operands
+        steps, carry = [], 0
+        for ch in str(a)[::-1]:
+            total = int(ch) * d + carry
+            steps.append((f"{ch}*{d}" + (f"+{carry}" if carry else ""), total))
+            carry = total // 10
+        return steps, a * d
+    raise ValueError(f"unknown column family {family!r}")
+
+
+def _countdown_ok(steps: list[tuple[str, int, bool]], numbers: Sequence[int], target: int) -> tuple[bool, str]:
+    pool = Counter(numbers)
+    last = None
+    for expr, res, _ in steps:
+        found = re.findall(r"\d+|[-+*/]", expr.replace(" ", ""))
+        if len(found) != 3 or found[1] not in "+-*/":
+            return False, f"step {expr}={res} is not one operation on two numbers"
+        for n in (int(found[0]), int(found[2])):
+            if pool[n] <= 0:
+                return False, f"step {expr}={res} uses {n}, which is not available"
+            pool[n] -= 1
+        pool[res] += 1
+        last = res
+    if last != target:
+        return False, "the chain does not end at the target"
+    return True, ""
+
+
+class ChainVerifier(BaseVerifier):
+    """See the module docstring. The problem is in ``Example.meta``: ``family`` and ``operands`` (``add``,
+    ``mul``) or ``numbers`` and ``target`` (``countdown``)."""
+
+    name = "chain"
+
+    def score(self, example: Example, text: str) -> Score:
+        meta = example.meta or {}
+        family = meta.get("family")
+        gold = int(example.answer)
+        steps, answer, why = read_chain(text if isinstance(text, str) else "")
+        true = sum(ok for _, _, ok in steps)
+        comps = {"answer": float(answer == gold), "steps_true": true / len(steps) if steps else 0.0}
+        if len(steps) > MAX_STEPS:
+            why = f"more than {MAX_STEPS} equations"
+        elif not why and true < len(steps):
+            bad = next(f"{e}={r}" for e, r, ok in steps if not ok)
+            why = f"a false step: {bad}"
+        elif not why and answer != gold:
+            why = "wrong answer"
+        elif not why and family in ("add", "mul"):
+            want, _ = column_steps(family, meta["operands"])
+            got = [canonical(e, r) for e, r, _ in steps]
+            if got != [canonical(e, r) for e, r in want]:
+                why = ("steps missing" if len(got) < len(want) else "steps that are not the problem's column "
+                       "steps" if len(got) == len(want) else "extra steps")
+        elif not why and family == "countdown":
+            ok, why = _countdown_ok(steps, meta["numbers"], gold)
+        elif not why:
+            why = f"unknown family {family!r}"
+        ok = not why
+        return Score(float(ok), {"correct": float(ok), "chain": float(ok or why == "wrong answer"), **comps},
+                     {"reason": why or "valid chain", "steps": len(steps)})
+
+    def validation_cases(self):
+        ex = Example("c", "47+38=", "85", meta={"family": "add", "operands": [47, 38]})
+        return [(ex, "7+8=15; 4+3+1=8; Answer: 85", 1.0), (ex, "Answer: 85", 0.0), (ex, "7+8=14; Answer: 85", 0.0)]
+
+
+class ChainParams(Params):
+    pass
+
+
+@VERIFIERS.register("chain", ChainParams)
+def _chain(p: ChainParams) -> ChainVerifier:
+    """Worked chains checked step by step (the chains testbed): every equation true, the problem's own steps,
+    the right answer."""
+    return ChainVerifier()

@@ -1,0 +1,184 @@
+"""The chains testbed (rlvr.tasks.chains) and its step-by-step verifier (rlvr.verifiers.chain): every exact chain
+verifies in any layout; wrong chains that end in the right answer, incomplete chains, extra or reordered steps and
+invalid countdown paths score 0; the imperfect annotator skips and errs at its stated rates; splits are disjoint
+and reproducible."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import time
+
+import pytest
+
+from rlvr.core.types import Example
+from rlvr.tasks.chains import ChainsParams, annotated_chain, chains_task, exact_chain, problem
+from rlvr.verifiers.chain import ChainVerifier, column_steps
+
+V = ChainVerifier()
+
+
+def _problems(seed, n=60, families=("add", "mul", "countdown"), **kw):
+    rng, p = random.Random(seed), ChainsParams(**kw)
+    drawn = [problem(families[i % len(families)], rng, p) for i in range(n)]
+    return [Example(f"e{i}", prompt, answer, meta=meta) for i, (prompt, answer, meta) in enumerate(drawn)]
+
+
+def _steps(chain):
+    *steps, answer = chain.split(";")
+    return steps, answer
+
+
+def _relayout(chain, rng):
+    """The same chain in another layout: separators, spaces, operator signs, operand order, prose, answer form."""
+    steps, answer = _steps(chain)
+    out = []
+    for s in steps:
+        lhs, rhs = s.split("=")
+        terms = lhs.split("+")
+        if rng.random() < 0.5 and all("*" not in t and "/" not in t and "-" not in t for t in terms):
+            rng.shuffle(terms)  # 3+6+1 -> 1+3+6
+        lhs = "+".join(terms)
+        lhs = lhs.replace("*", rng.choice(["*", "×", "·", " x "])) if "*" in lhs else lhs
+        sp = rng.choice(["", " "])
+        eq = re.sub(r"([-+*/×·])", rf"{sp}\1{sp}", lhs) + f"{sp}={sp}{rhs}"
+        out.append(eq + rng.choice(["", ", write the last digit", " (carry on)"]))
+    sep = rng.choice([";", "\n", "; ", ". Then ", "\n\n"])
+    value = answer.split(":")[1].strip()
+    return sep.join(out) + rng.choice([f"\nAnswer: {value}", f". The answer is {value}.", f"\n#### {value}"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_exact_chain_verifies_in_any_layout(seed):
+    rng = random.Random(seed)
+    for ex in _problems(seed):
+        chain = exact_chain(ex.meta)
+        assert V(ex, chain).reward == 1.0, (ex.prompt, chain, V(ex, chain).info)
+        other = _relayout(chain, rng)
+        assert V(ex, other).reward == 1.0, (ex.prompt, other, V(ex, other).info)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_wrong_incomplete_or_padded_chains_that_end_in_the_right_answer_score_0(seed):
+    rng = random.Random(100 + seed)
+    for ex in _problems(seed):
+        steps, answer = _steps(exact_chain(ex.meta))
+        k = rng.randrange(len(steps))
+        lhs, rhs = steps[k].split("=")
+        wrong = steps[:k] + [f"{lhs}={int(rhs) + rng.choice([-2, -1, 1, 2])}"] + steps[k + 1:]
+        missing = steps[:k] + steps[k + 1:]
+        padded = steps + ["1+1=2"]
+        # (countdown need not use every number: a path with a step left out may still reach the target)
+        for bad in (wrong, padded) if ex.meta["family"] == "countdown" else (wrong, missing, padded):
+            text = ";".join(bad + [answer])
+            s = V(ex, text)
+            assert s.reward == 0.0 and s.components["answer"] == 1.0, (ex.prompt, text)
+        if len(steps) > 1 and ex.meta["family"] != "countdown" and steps[0] != steps[-1]:
+            assert V(ex, ";".join(steps[::-1] + [answer])).reward == 0.0  # columns in the wrong order
+        assert V(ex, answer).reward == 0.0  # the bare answer is no chain
+        value = int(answer.split(":")[1])
+        assert V(ex, ";".join(steps + [answer, f"Answer: {value + 1}"])).reward == 0.0  # two answers
+        assert V(ex, ";".join(steps + [f"Answer: {value + 1}"])).reward == 0.0
+        for tail in (f" or {value + 1}", f"; {value + 1}", f" and/or {value + 1}", f"\u200b{rng.randint(0, 9)}",
+                     f", maybe {value - 1}"):  # a hedge or a hidden second answer on the answer's line
+            assert V(ex, ";".join(steps + [answer + tail])).reward == 0.0, answer + tail
+
+
+def _other_paths(numbers, target):
+    """Every path reaching the target with all or some numbers (brute force, small inputs)."""
+    found = []
+
+    def go(pool, path):
+        if path and path[-1][3] == target:
+            found.append(list(path))
+        for i, j in itertools.permutations(range(len(pool)), 2):
+            a, b = pool[i], pool[j]
+            for op, r in (("+", a + b), ("-", a - b), ("*", a * b), ("/", a // b if b and a % b == 0 else None)):
+                if r is None or r <= 0 or r > 999:
+                    continue
+                rest = [x for k, x in enumerate(pool) if k not in (i, j)] + [r]
+                go(rest, path + [(a, op, b, r)])
+
+    go(list(numbers), [])
+    return found
+
+
+def test_any_valid_countdown_path_counts_and_reusing_a_number_does_not():
+    rng = random.Random(7)
+    exs = [e for e in _problems(7, n=30, families=("countdown",), countdown_numbers=(3, 3))]
+    for ex in exs[:10]:
+        paths = _other_paths(ex.meta["numbers"], ex.meta["target"])
+        assert paths
+        for path in rng.sample(paths, min(5, len(paths))):
+            text = ";".join(f"{a}{op}{b}={r}" for a, op, b, r in path) + f";Answer: {ex.meta['target']}"
+            assert V(ex, text).reward == 1.0, (ex.prompt, text)
+        a = ex.meta["numbers"][0]
+        twice = f"{a}+{a}={2 * a};Answer: {ex.meta['target']}"
+        if ex.meta["numbers"].count(a) < 2:
+            assert V(ex, twice).reward == 0.0
+
+
+def test_the_annotator_skips_and_errs_at_its_rates():
+    rng = random.Random(0)
+    exs = _problems(3, n=600, families=("add", "mul"), min_digits=4, max_digits=8)
+    steps = skipped = wrong = 0
+    for ex in exs:
+        exact, _ = column_steps(ex.meta["family"], ex.meta["operands"])
+        written = annotated_chain(ex.meta, 0.1, 0.2, rng).split(";")[:-1]
+        steps += len(exact)
+        skipped += len(exact) - len(written)
+        truth = {f"{e}={r}" for e, r in exact}
+        wrong += sum(w not in truth for w in written)
+    # each step: left out with p 0.1; written with a wrong result with p 0.2 (written ones only are seen)
+    assert abs(skipped / steps - 0.1) < 0.02
+    assert abs(wrong / (steps - skipped) - 0.2) < 0.03
+    assert all(annotated_chain(e.meta, 0.0, 0.0, rng) == exact_chain(e.meta) for e in exs[:50])
+
+
+def test_the_task_splits_are_disjoint_reproducible_and_spread_in_length():
+    p = ChainsParams(num_train=1500, num_eval=200)
+    a, b = chains_task(p), chains_task(p)
+    ev, tr = a.examples("eval"), a.examples("train")
+    assert {e.prompt for e in ev}.isdisjoint(e.prompt for e in tr)
+    assert [e.prompt for e in ev] == [e.prompt for e in b.examples("eval")]
+    assert [e.prompt for e in ev] != [e.prompt for e in chains_task(ChainsParams(num_train=1500, data_seed=1)).examples("eval")]
+    lengths = sorted(len(e.sft_target) for e in tr)
+    assert lengths[0] >= 20 and lengths[-1] <= 150 and lengths[len(lengths) // 2] >= 35 and lengths[-1] >= 90
+    assert {e.meta["family"] for e in ev} == {"add", "mul", "countdown"}
+    sft = a.examples("sft")
+    assert len(sft) == len(tr) and 0.5 < sum(V(e, e.target).reward for e in sft) / len(sft) < 0.95
+    exact = chains_task(ChainsParams(num_train=300, skip_rate=0.0, error_rate=0.0))
+    assert [e.target for e in exact.examples("sft")] == [e.target for e in exact.examples("train")]
+
+
+def test_reading_is_bounded():
+    ex = _problems(0, n=1)[0]
+    for text in ("1+1=2;" * 50_000, "9" * 200_000 + "=9", ("(" * 10_000) + "Answer: 1"):
+        t0 = time.perf_counter()
+        assert V(ex, text).reward == 0.0
+        assert time.perf_counter() - t0 < 1.0
+
+
+def test_bad_params_are_refused():
+    from pydantic import ValidationError
+
+    for bad in ({"min_digits": 5, "max_digits": 3}, {"countdown_numbers": (1, 3)}, {"skip_rate": 1.5}):
+        with pytest.raises(ValidationError):
+            ChainsParams(**bad)
+    with pytest.raises(ValueError, match="distinct problems"):
+        chains_task(ChainsParams(families=["add"], min_digits=1, max_digits=1, num_train=200, num_eval=10))
+
+
+def test_a_short_run_trains_on_the_chains(tmp_path, tiny_cfg_overrides):
+    import json
+
+    from rlvr.config.run import load_config
+    from rlvr.run.train import train
+
+    keep = [o for o in tiny_cfg_overrides if not o.startswith(("task.", "rollout.max_new_tokens"))]
+    out = train(load_config(overrides=keep + [
+        "task.name=chains", "task.num_train=200", "task.num_eval=8", "task.max_digits=3", "sft.steps=3",
+        "train.steps=2", "rollout.max_new_tokens=24", "model.tiny.max_positions=64"]))
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert out["steps"] == 2 and len(lines) == 2
