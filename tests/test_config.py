@@ -32,7 +32,7 @@ def test_override_on_component_given_by_name(tmp_path):
     ("optim.schedule=cos", "optim.schedule: Input should be 'constant', 'linear' or 'cosine'"),
     ("rollout.group_size=0", "rollout.group_size: Input should be greater than 0"),
     ("algorithm.kl.estimator=k4", "valid names: k1, k2, k3"),
-    ("task.name=nope", "unknown task 'nope'; valid names: arithmetic, benchmark, dataset, "),
+    ("task.name=nope", "unknown task 'nope'; valid names: arithmetic, benchmark, chains, dataset, "),
     ("algorithm.minibatches=3", "must divide the completions per step"),
     ("task.max_value=abc", "max_value: Input should be a valid integer"),
     ("rollout.top_p=1.5", "rollout.top_p: Input should be less than or equal to 1"),
