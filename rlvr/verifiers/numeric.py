@@ -45,8 +45,6 @@ MAX_ANSWER_CHARS = 64
 _DOUBT = re.compile(r"\b(?:or|maybe|perhaps|possibly|probably|about|approximately|around|roughly|nearly|almost"
                     r"|actually|wait|no|not|wrong|mistake|instead|either|between|unless|if|least|most|rewards?"
                     r"|score|grade|grader|verifier|correct)\b|[~≈]", re.IGNORECASE)
-_SCALED = re.compile(r"\s*(?:(?:k|K|M|B|bn|Bn|BN|mn|MN|mil|mio|MM|thou)\.?(?![A-Za-z])"
-                     r"|(?P<word>(?:hundred|thousand|million|billion|trillion|dozen)s?\b))")
 _UNIT_POWER = re.compile(r"(?<=[A-Za-z])\s*\^\s*(?:\{\s*[23]\s*\}|[23])(?![\d.])")
 _LIST_GAP = re.compile(r"\s*(?:[,;|&]\s*)?(?:and\s+)?|\s*\band\s*")  # only separators between two numbers
 
@@ -73,6 +71,7 @@ def parse_number(s: str) -> Fraction | None:
 def _last_line_number(text: str) -> str | None:
     """Rule 4 of the module docstring."""
     from rlvr.verifiers.math.guards import number_dump
+    from rlvr.verifiers.math.normalize import SCALE_AFTER
 
     lines = [ln for ln in text[-4000:].splitlines() if ln.strip()]
     if not lines or number_dump(text):
@@ -90,7 +89,7 @@ def _last_line_number(text: str) -> str | None:
     if len(found) > 1 and _LIST_GAP.fullmatch(src[found[-2].end():found[-1].start()]) \
             and len({parse_number(m.group()) for m in found}) > 1:
         return None  # "5 6", "5, 6", "5 and 6": several candidates
-    scale = _SCALED.match(src, found[-1].end())
+    scale = SCALE_AFTER.match(src, found[-1].end())
     if scale:  # "1/2 million" is read scaled (500000); "5k", "2M": no number, never 5 or 2
         return found[-1].group() + scale.group() if scale.group("word") else None
     return found[-1].group()

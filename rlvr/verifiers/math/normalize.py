@@ -267,7 +267,10 @@ _UNIT_WORDS = re.compile(rf"^(?P<num>.*?[\d}}])(?P<sep>\s*)(?P<unit>{_UNIT_TOKEN
 SCALE_WORDS = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12,
                "dozen": 12}
 # "5k", "2M", "3bn": a scale, not a unit (and not m, metres; or mm), read as no number rather than as 5
-SCALE_ABBREV = re.compile(r"(?:k|K|M|B|bn|Bn|BN|mn|MN|mil|mio|MM|thou)\.?")
+_ABBREV = r"(?:k|K|M|B|bn|Bn|BN|mn|MN|mil|mio|MM|thou)\.?"
+SCALE_ABBREV = re.compile(_ABBREV)
+# A scale after a number: group "word" for a scale word (the number is scaled), else an abbreviation (no number)
+SCALE_AFTER = re.compile(rf"\s*(?:(?P<word>(?:{'|'.join(SCALE_WORDS)})s?\b)|{_ABBREV}(?![A-Za-z]))")
 
 
 def strip_unit_words(s: str) -> str:

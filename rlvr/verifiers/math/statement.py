@@ -25,6 +25,7 @@ import re
 from fractions import Fraction
 
 from .chars import REJECT
+from .normalize import SCALE_AFTER
 from .prose import GRADER, NEGATION, PAUSE, PLEASANTRY, RETRACT, UNSURE, plain_numbers, protect_math, sentences
 
 __all__ = ["final_statement", "choice_span"]
@@ -47,8 +48,6 @@ _CHOICE = re.compile(
     r"(?:\*\*)?(?:\((?P<a>[A-Ja-j])\)|(?P<b>(?-i:[A-J]))(?![a-zA-Z]))(?:\*\*)?(?P<rest>.*)"
     r"|\((?P<c>[A-Ja-j])\)(?P<rest2>.*)"
     r"|\b(?P<d>(?-i:[A-J]))\)?\s+is\s+(?:the\s+)?(?:correct|right)\b(?P<rest3>.*)", re.IGNORECASE | re.DOTALL)
-_SCALE = re.compile(r"\s*(?:(?P<word>(?:hundred|thousand|million|billion|trillion|dozen)s?\b)"
-                    r"|(?:k|K|M|B|bn|Bn|BN|mn|MN|mil|mio|MM|thou)\.?(?![A-Za-z]))")
 _RANGE = re.compile(r"\d\s*(?:-|–|—|to)\s*\d")
 
 
@@ -123,7 +122,7 @@ def _answer(sentence: str, segs: list[str]) -> str | None:
         return None
     if len({_value(n) for _, n in numbers}) == 1:
         pos, number = numbers[-1]
-        scale = _SCALE.match(sentence, pos + len(number))
+        scale = SCALE_AFTER.match(sentence, pos + len(number))
         if scale:  # "4 thousand": the scaled number (normalize.strip_unit_words); "4 bn", "5k": none
             return number + scale.group() if scale.group("word") else None
         return number
