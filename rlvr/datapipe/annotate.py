@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from rlvr.rollout.annotations import KINDS, check_template, parse_hints, parse_scaffold, prompt_text
+from rlvr.rollout.annotations import KINDS, ask_annotations, check_template, parse_hints, parse_scaffold
 
 __all__ = ["KINDS", "annotate", "parse_hints", "parse_scaffold", "AnnotateReport"]
 
@@ -53,7 +53,7 @@ def annotate(rows: Sequence[dict[str, Any]], kind: str, model: dict[str, Any], n
 
     if kind not in KINDS:
         raise ValueError(f"unknown annotation {kind!r}: choose {', '.join(KINDS)}")
-    default_template, parser, default_n = KINDS[kind]
+    default_template, _, default_n = KINDS[kind]
     n = default_n if n is None else n
     template = template or default_template
     check_template(template)
@@ -73,16 +73,12 @@ def annotate(rows: Sequence[dict[str, Any]], kind: str, model: dict[str, Any], n
     try:
         for start in range(0, len(todo), chunk):
             part = todo[start:start + chunk]
-            requests = [template.format(prompt=prompt_text(out[i][prompt_field]),
-                                        answer=str(out[i].get(answer_field, "")), n=n) for i in part]
-            for i, (reply, why) in zip(part, client.ask(requests)):
-                if reply is not None:
-                    try:
-                        out[i][name] = parser(reply, n, str(out[i].get(answer_field, "")))
-                        report.annotated += 1
-                        continue
-                    except ValueError as e:
-                        why = str(e)
+            items = [(out[i][prompt_field], str(out[i].get(answer_field, ""))) for i in part]
+            for i, (value, why) in zip(part, ask_annotations(client, kind, items, n, template)):
+                if value is not None:
+                    out[i][name] = value
+                    report.annotated += 1
+                    continue
                 reason = str(why).split(" (")[0][:120]
                 report.failed[reason] = report.failed.get(reason, 0) + 1
                 if len(report.examples) < 5:

@@ -10,7 +10,7 @@ from rlvr.core.types import Example
 from rlvr.core.vision import VisionInputs
 from rlvr.models.vision import vision_of
 
-__all__ = ["encode_prompt", "encode_example", "example_length", "rewrite_prompt"]
+__all__ = ["encode_prompt", "encode_example", "example_length", "rewrite_prompt", "prompt_text"]
 
 
 def encode_prompt(tokenizer, prompt: str | list[dict[str, str]], chat_template: bool = False) -> list[int]:
@@ -56,3 +56,12 @@ def rewrite_prompt(ex: Example, rewrite: Callable[[str], str]) -> Example:
         msgs[-1]["content"] = rewrite(msgs[-1]["content"])
         return replace(ex, prompt=msgs)
     return replace(ex, prompt=rewrite(ex.prompt))
+
+
+def prompt_text(prompt: str | list[dict[str, str]]) -> str:
+    """A prompt as plain text for another model to read (a judge, an annotator): a conversation's messages as
+    ``role: content`` lines."""
+    if isinstance(prompt, list):
+        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" if isinstance(m, dict) else str(m)
+                         for m in prompt)
+    return str(prompt)

@@ -21,17 +21,10 @@ import string
 from typing import Any, Callable, Sequence
 
 from rlvr.core.types import Example
+from rlvr.models.prompts import prompt_text
 
 __all__ = ["KINDS", "HINTS_TEMPLATE", "SCAFFOLD_TEMPLATE", "parse_hints", "parse_scaffold", "check_template",
-           "prompt_text", "ModelAnnotations", "check_model"]
-
-
-def prompt_text(prompt: Any) -> str:
-    """A prompt as text: a conversation's messages as ``role: content`` lines."""
-    if isinstance(prompt, list):
-        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" if isinstance(m, dict) else str(m)
-                         for m in prompt)
-    return str(prompt)
+           "ModelAnnotations", "ask_annotations", "check_model"]
 
 
 HINTS_TEMPLATE = """Write {n} short, different strategy hints for solving the problem below: each one a way to \
@@ -126,6 +119,24 @@ def check_model(params: dict[str, Any] | None) -> dict[str, Any] | None:
     return params
 
 
+def ask_annotations(client: Any, kind: str, items: Sequence[tuple[Any, str]], n: int, template: str | None = None
+                    ) -> list[tuple[Any, str | None]]:
+    """``(annotation, None)`` or ``(None, why)`` for each ``(prompt, gold answer)`` of ``items``, asked of ``client``
+    (a :class:`rlvr.models.ask.ModelClient`) in one call and read by ``kind``'s parser."""
+    template, parser = template or KINDS[kind][0], KINDS[kind][1]
+    requests = [template.format(prompt=prompt_text(prompt), answer=answer, n=n) for prompt, answer in items]
+    out: list[tuple[Any, str | None]] = []
+    for (_, answer), (reply, why) in zip(items, client.ask(requests)):
+        if reply is not None:
+            try:
+                out.append((parser(reply, n, answer), None))
+                continue
+            except ValueError as e:
+                why = str(e)
+        out.append((None, str(why)))
+    return out
+
+
 class ModelAnnotations:
     """Hints or scaffolds asked of a model during a run, once per example: :meth:`ensure` asks for the examples
     not asked yet (one call, the model's deadline and cache), :meth:`get` returns what was written (None: the
@@ -135,8 +146,7 @@ class ModelAnnotations:
     def __init__(self, kind: str, model: dict[str, Any], n: int, template: str | None = None):
         from rlvr.models.ask import ModelClient, ModelParams
 
-        self.kind, self.n = kind, n
-        self.template, self.parser = template or KINDS[kind][0], KINDS[kind][1]
+        self.kind, self.n, self.template = kind, n, template or KINDS[kind][0]
         check_template(self.template)
         self.client = ModelClient(ModelParams.model_validate(model), f"rlvr-{kind}")
         self.written: dict[str, Any] = {}  # example id -> the parsed annotation, or None when it failed
@@ -146,15 +156,9 @@ class ModelAnnotations:
         todo = list({e.id: e for e in examples if e.id not in self.written}.values())
         if not todo:
             return
-        requests = [self.template.format(prompt=prompt_text(e.prompt), answer=str(e.answer or ""), n=self.n)
-                    for e in todo]
-        for ex, (reply, why) in zip(todo, self.client.ask(requests)):
-            value = None
-            if reply is not None:
-                try:
-                    value = self.parser(reply, self.n, str(ex.answer or ""))
-                except ValueError as e:
-                    why = str(e)
+        got = ask_annotations(self.client, self.kind, [(e.prompt, str(e.answer or "")) for e in todo], self.n,
+                              self.template)
+        for ex, (value, why) in zip(todo, got):
             self.written[ex.id] = value
             if value is None:
                 self.failures[ex.id] = str(why)

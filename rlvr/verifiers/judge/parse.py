@@ -29,6 +29,7 @@ import string
 from typing import Any
 
 from rlvr.core.types import Example
+from rlvr.models.prompts import prompt_text
 
 __all__ = ["FIELDS", "template_fields", "render", "parse_score", "UnparsableReply"]
 
@@ -51,13 +52,6 @@ def template_fields(template: str) -> list[str]:
                              "{{ or }})")
         names.append(name)
     return names
-
-
-def prompt_text(prompt: Any) -> str:
-    if isinstance(prompt, list):
-        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" if isinstance(m, dict) else str(m)
-                         for m in prompt)
-    return str(prompt)
 
 
 def render(template: str, example: Example, completion: str, rubric: str) -> str:
