@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import re
 import string
-from typing import Any, Callable, Sequence
+from typing import Annotated, Any, Callable, Sequence
+
+from pydantic import AfterValidator
 
 from rlvr.core.types import Example
 from rlvr.models.prompts import prompt_text
 
 __all__ = ["KINDS", "HINTS_TEMPLATE", "SCAFFOLD_TEMPLATE", "parse_hints", "parse_scaffold", "check_template",
-           "ModelAnnotations", "ask_annotations", "check_model"]
+           "ModelAnnotations", "ModelSettings", "ask_annotations", "check_model"]
 
 
 HINTS_TEMPLATE = """Write {n} short, different strategy hints for solving the problem below: each one a way to \
@@ -135,6 +137,9 @@ def ask_annotations(client: Any, kind: str, items: Sequence[tuple[Any, str]], n:
                 why = str(e)
         out.append((None, str(why)))
     return out
+
+
+ModelSettings = Annotated[dict[str, Any] | None, AfterValidator(check_model)]  # a config's model: field, checked
 
 
 class ModelAnnotations:

@@ -39,14 +39,14 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.algorithms.extra_producers import SIDE_ROWS, ExtraContext, SideContext, produces
 from rlvr.core.batch import RolloutBatch, SideRows, build_batch
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.models.prompts import encode_prompt, rewrite_prompt
-from rlvr.rollout.annotations import ModelAnnotations, check_model
+from rlvr.rollout.annotations import ModelAnnotations, ModelSettings
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["ContextsConfig", "ContextCompletion", "ContextsWrapper", "context_rows", "context_examples", "draw_counts",
@@ -71,16 +71,11 @@ class ContextsConfig(BaseModel):
                                            "(MEML-GRPO's mutual learning)")
     hard_examples: int = Field(0, ge=0, description="questions some contexts solved and others not, stored a step "
                                                     "for the interleaved SFT phases (MEML-GRPO's buffer; 0: off)")
-    model: dict[str, Any] | None = Field(None, description="a model that writes the hints of examples without their "
+    model: ModelSettings = Field(None, description="a model that writes the hints of examples without their "
                                          "own, once each (params of rlvr.models.ask.ModelParams: base_url and model, "
                                          "or backend hf and path); null: the fallback")
     model_template: str | None = Field(None, description="the model's request ({prompt}, {answer}, {n}; default: "
                                                          "rlvr.rollout.annotations.HINTS_TEMPLATE)")
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        return check_model(v)
 
 
 @dataclass

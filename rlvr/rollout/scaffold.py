@@ -28,13 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.algorithms.extra_producers import ExtraContext, produces
 from rlvr.core.types import Completion, Example, GenerationRequest, SamplingParams
 from rlvr.lazy import torch
 from rlvr.models.prompts import rewrite_prompt
-from rlvr.rollout.annotations import ModelAnnotations, check_model
+from rlvr.rollout.annotations import ModelAnnotations, ModelSettings
 from rlvr.rollout.wrappers import ENGINE_WRAPPERS, as_subclass, generate_parts
 
 __all__ = ["ScaffoldConfig", "ScaffoldCompletion", "ScaffoldWrapper", "scaffold_of", "scaffold_credit",
@@ -52,16 +52,11 @@ class ScaffoldConfig(BaseModel):
     shrink_at: float = Field(0.5, gt=0.0, le=1.0, description="a pass rate at least this removes one sub-question")
     template: str = Field(TEMPLATE, description="the scaffolded prompt ({prompt}, {steps})")
     step_format: str = Field("{index}. {question}", description="one sub-question ({index}, {question})")
-    model: dict[str, Any] | None = Field(None, description="a model that writes the scaffold of a failed problem "
+    model: ModelSettings = Field(None, description="a model that writes the scaffold of a failed problem "
                                          "without its own, once each (params of rlvr.models.ask.ModelParams); "
                                          "null: only the data's scaffolds")
     model_template: str | None = Field(None, description="the model's request ({prompt}, {answer}, {n}; default: "
                                                          "rlvr.rollout.annotations.SCAFFOLD_TEMPLATE)")
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        return check_model(v)
 
 
 @dataclass

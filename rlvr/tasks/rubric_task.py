@@ -31,13 +31,14 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from rlvr.core.paths import LocalPathStr
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.tasks.dataset import DataError, _jsonl_rows, require_fields, split_holdout
+from rlvr.verifiers.judge import CriterionJudge
 from rlvr.verifiers.rubric import PolicyAwareRubric, RubricVerifier, parse_rubric
 
 __all__ = ["RubricTaskParams", "RubricTask", "rubric_task", "read_rubric_examples"]
@@ -61,16 +62,9 @@ class RubricTaskParams(Params):
     ema_decay: float = Field(0.0, ge=0.0, lt=1.0, description="POW3R: EMA of each criterion's contrast per prompt "
                                                               "(0: this group only)")
     required_gate: bool = Field(False, description="score 0 unless every required criterion holds")
-    judge: dict[str, Any] | None = Field(None, description="the judge of kind: judge criteria (params of the judge "
-                                                           "verifier, preset criterion by default)")
+    judge: CriterionJudge = Field(None, description="the judge of kind: judge criteria (params of the judge "
+                                                    "verifier, preset criterion by default)")
     name: str = Field("rubric", description="task name used in metrics")
-
-    @field_validator("judge")
-    @classmethod
-    def _judge(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        from rlvr.verifiers.judge import check_judge
-
-        return check_judge(v, "criterion")
 
 
 def _example(where: str, row: Any, default_id: str, p: RubricTaskParams) -> Example:

@@ -61,13 +61,14 @@ try:  # a dependency of transformers, so present wherever rlvr is installed; re 
 except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
     _regex = None
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
 from rlvr.verifiers.format import extract_tag
 from rlvr.verifiers.numeric import extract_answer, parse_number
+from rlvr.verifiers.judge import CriterionJudge
 from rlvr.verifiers.regex_risk import pattern_risk
 
 __all__ = ["Criterion", "parse_rubric", "criterion_score", "check_pattern", "RubricVerifier", "RubricParams",
@@ -292,15 +293,8 @@ class RubricVerifier(BaseVerifier):
 
 class RubricParams(Params):
     required_gate: bool = Field(False, description="score 0 unless every required criterion holds")
-    judge: dict[str, Any] | None = Field(None, description="the judge of kind: judge criteria (params of the judge "
-                                                           "verifier; preset criterion by default)")
-
-    @field_validator("judge")
-    @classmethod
-    def _judge(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        from rlvr.verifiers.judge import check_judge
-
-        return check_judge(v, "criterion")
+    judge: CriterionJudge = Field(None, description="the judge of kind: judge criteria (params of the judge "
+                                                    "verifier; preset criterion by default)")
 
 
 @VERIFIERS.register("rubric", RubricParams)

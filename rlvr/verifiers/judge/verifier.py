@@ -28,16 +28,16 @@ retries, cache hits, failures by kind and tokens.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Sequence
+from typing import Annotated, Any, Literal, Sequence
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from rlvr.core.types import Example, Score
 from rlvr.verifiers.base import VERIFIERS
 from rlvr.models.ask.client import ModelClient, ModelParams
 from rlvr.verifiers.judge.parse import UnparsableReply, parse_score, render, template_fields
 
-__all__ = ["JudgeParams", "JudgeVerifier", "DEFAULT_TEMPLATE", "DEFAULT_RUBRIC", "PRESETS", "check_judge",
+__all__ = ["JudgeParams", "JudgeVerifier", "DEFAULT_TEMPLATE", "DEFAULT_RUBRIC", "PRESETS", "CriterionJudge", "check_judge",
            "build_judge"]
 
 DEFAULT_TEMPLATE = """You are grading a response to a task.
@@ -219,6 +219,10 @@ def check_judge(params: dict[str, Any] | None, preset: str) -> dict[str, Any] | 
     if params is not None:
         JudgeParams.model_validate({"preset": preset, **params})
     return params
+
+
+# A component's judge: field (a rubric's), checked at config load with the preset ``criterion`` unless one is named
+CriterionJudge = Annotated[dict[str, Any] | None, AfterValidator(lambda v: check_judge(v, "criterion"))]
 
 
 def build_judge(params: dict[str, Any] | None, preset: str) -> JudgeVerifier | None:
