@@ -36,6 +36,13 @@ def exs(n, prefix="c"):
     return [Example(f"{prefix}{i}", f"q{i}", "") for i in range(n)], [f"answer ends in {i % 10}" for i in range(n)]
 
 
+def _rows(tmp_path):
+    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(8) for b in range(8)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
 @pytest.mark.parametrize("reply,want", [
     ("Score: 7", 7.0), ("score = 7.5", 7.5), ("The score is 3", 3.0), ("**Score:** 8", 8.0),
     ("Rating: [[6]]", 6.0), ("[[9]]", 9.0), ("I'd give it 8/10.", 8.0), ("4 out of 10", 4.0),
@@ -264,12 +271,9 @@ def test_a_run_trains_with_a_judge_beside_a_rule(server, tmp_path, tiny_cfg_over
     from rlvr.config.run import load_config
     from rlvr.run.train import train
 
-    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(8) for b in range(8)]
-    data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     keep = [o for o in tiny_cfg_overrides if not o.startswith("task.")]
     out = train(load_config(overrides=keep + [
-        "task.name=jsonl", f"task.train_path={data}", "task.eval_fraction=0.25", "sft.steps=0", "train.steps=2",
+        "task.name=jsonl", f"task.train_path={_rows(tmp_path)}", "task.eval_fraction=0.25", "sft.steps=0", "train.steps=2",
         f"task.rewards=[{{fn: exact}}, {{fn: judge, weight: 0.5, params: {{base_url: '{server.url}', model: m, "
         f"cache_path: '{tmp_path / 'judge.jsonl'}'}}}}]"]))
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -337,13 +341,6 @@ def test_every_preset_is_a_valid_request_and_reads_its_own_replies(server):
     mine = build_verifier("judge", {"base_url": server.url, "model": "m", "preset": "equivalence",
                                     "template": "Same? {completion}", "parse": "number", "scale": [0, 10]})
     assert (mine.template, mine.parse, mine.scale) == ("Same? {completion}", "number", (0.0, 10.0))
-
-
-def _rows(tmp_path):
-    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(8) for b in range(8)]
-    data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return data
 
 
 def test_fgrpo_constrains_a_judges_consistency(tmp_path, tiny_cfg_overrides):

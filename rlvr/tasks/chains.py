@@ -156,9 +156,9 @@ def chains_task(p: ChainsParams) -> Task:
         return Example(f"chains-{i}" + ("" if k is None else f"#{k}"), prompt, answer, "chains", target, dict(meta))
 
     evals = [ex(i, *t, exact_chain(t[2])) for i, t in enumerate(problems[: p.num_eval])]
-    train = [ex(i, *t, exact_chain(t[2])) for i, t in enumerate(problems[p.num_eval:], start=p.num_eval)]
+    train_p = list(enumerate(problems[p.num_eval:], start=p.num_eval))
+    train = [ex(i, *t, exact_chain(t[2])) for i, t in train_p]
     teacher = random.Random(f"annotator-{p.data_seed}")
-    sft = [ex(int(e.id.split("-")[1]), e.prompt, e.answer, e.meta,
-              annotated_chain(e.meta, p.skip_rate, p.error_rate, teacher), k)
-           for k in range(p.teacher_samples) for e in train]
+    sft = [ex(i, *t, annotated_chain(t[2], p.skip_rate, p.error_rate, teacher), k)
+           for k in range(p.teacher_samples) for i, t in train_p]
     return Task("chains", {"train": train, "eval": evals, "sft": sft}, [WeightedVerifier(ChainVerifier())])

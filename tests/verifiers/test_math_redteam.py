@@ -301,14 +301,19 @@ HEDGES = ["The answer is {v} or {w}.", "\\boxed{{{v}}} or \\boxed{{{w}}}", "\\bo
           "The answer is {v} (approximately).", "The answer is not {w}, it is {v} or so."]
 
 
-@pytest.mark.parametrize("hedge", HEDGES)
-def test_hedges_score_zero_for_every_value_they_name(v, hedge):
-    rng = random.Random(hedge)
+def _zero_for_both_values(v, template):
+    """``template`` with two random values {v} and {w}: the completion scores 0 against either as gold."""
+    rng = random.Random(template)
     for _ in range(3):
         a = rng.randint(2, 900)
         b = a + rng.randint(1, 9)
-        text = hedge.format(v=a, w=b)
+        text = template.format(v=a, w=b)
         assert score(v, str(a), text) == 0 and score(v, str(b), text) == 0, text
+
+
+@pytest.mark.parametrize("hedge", HEDGES)
+def test_hedges_score_zero_for_every_value_they_name(v, hedge):
+    _zero_for_both_values(v, hedge)
 
 
 RETRACTIONS = ["The answer is {v}. No wait, actually {w}.", "{v}. No wait, actually {w}.", "{v}. No wait, actually {w}",
@@ -319,12 +324,7 @@ RETRACTIONS = ["The answer is {v}. No wait, actually {w}.", "{v}. No wait, actua
 
 @pytest.mark.parametrize("retraction", RETRACTIONS)
 def test_a_retraction_after_the_answer_scores_zero_for_both_values(v, retraction):
-    rng = random.Random(retraction)
-    for _ in range(3):
-        a = rng.randint(2, 900)
-        b = a + rng.randint(1, 9)
-        text = retraction.format(v=a, w=b)
-        assert score(v, str(a), text) == 0 and score(v, str(b), text) == 0, text
+    _zero_for_both_values(v, retraction)
 
 
 @pytest.mark.parametrize("trace", ["Let me try {v}. No wait, that fails. Recomputing gives {w}.\nThe answer is \\boxed{{{w}}}.",
