@@ -57,42 +57,35 @@ def _fold(text: str) -> str:
     return _TIMES_X.sub("*", text.translate(_INVISIBLE).translate(_FOLD))
 
 
-def _terms(expr: str) -> list[tuple[int, list[int]]] | None:
-    """``a*b+c-d`` as signed product terms ``[(+1, [a, b]), (+1, [c]), (-1, [d])]``; division is kept as a
-    factor marker (None for the term's canonical form); None when malformed."""
+def _terms(expr: str) -> list[tuple[int, list[Fraction]]] | None:
+    """``a*b+c-d/e`` as signed product terms ``[(+1, [a, b]), (+1, [c]), (-1, [d, 1/e])]`` (a divisor is its
+    reciprocal); None when malformed or a divisor is 0."""
     tokens = re.findall(r"\d+|[-+*/]", expr.replace(" ", ""))
-    out: list[tuple[int, list[int]]] = []
+    out: list[tuple[int, list[Fraction]]] = []
     sign, factors, op = 1, [], None
-    i = 0
     if tokens and tokens[0] == "-":  # a leading minus: the first number is negative
-        sign, i = -1, 1
-    while i < len(tokens):
-        t = tokens[i]
+        sign, tokens = -1, tokens[1:]
+    for t in tokens:
         if t.isdigit():
-            factors.append(int(t) if op != "/" else -int(t) - 1)  # (division: a marker, read by _value)
+            if op == "/" and int(t) == 0:
+                return None
+            factors.append(Fraction(1, int(t)) if op == "/" else Fraction(int(t)))
             op = None
         elif t in "+-":
             out.append((sign, factors))
             sign, factors = (1 if t == "+" else -1), []
         else:
             op = t
-        i += 1
     out.append((sign, factors))
     return out if all(f for _, f in out) else None
 
 
-def _value(terms: list[tuple[int, list[int]]]) -> Fraction | None:
+def _value(terms: list[tuple[int, list[Fraction]]]) -> Fraction:
     total = Fraction(0)
     for sign, factors in terms:
         v = Fraction(1)
         for f in factors:
-            if f < 0:  # a divisor
-                d = -f - 1
-                if d == 0:
-                    return None
-                v /= d
-            else:
-                v *= f
+            v *= f
         total += sign * v
     return total
 
