@@ -111,3 +111,19 @@ class SFTConfig(_Section):
                             "rollout strategy collected since the last phase (PROPA's successful and corrected paths)")
     under_contexts: bool = Field(False, description="the warm-up also trains on every example under each of its "
                                                     "rollout.contexts prompts (MEML-GRPO's expert fine-tuning)")
+    seed: int | None = Field(None, description="seed of the start: the built-in tiny model's initial weights and "
+                                               "the warm-up's data order (null: the run's seed). Give every run the "
+                                               "same one so all methods and seeds start from the same weights")
+    cache: bool | str = Field(False, description="keep the finished warm-up as a shared start, keyed by everything "
+                                                 "that decides it, and reuse it instead of training again (true: "
+                                                 "$RLVR_CACHE or ~/.cache/rlvr, under starts/; a string: that "
+                                                 "directory; docs/shared-start.md)")
+
+    @model_validator(mode="after")
+    def _check_cache(self) -> "SFTConfig":
+        if self.cache is not False and not self.steps:
+            raise ValueError("sft.cache keeps a finished warm-up, and sft.steps is 0 (no warm-up): set sft.steps or "
+                             "sft.cache: false")
+        if isinstance(self.cache, str) and not self.cache.strip():
+            raise ValueError("sft.cache: give a directory, true (the default cache) or false")
+        return self

@@ -202,6 +202,7 @@ def _summarise(cfg: RunConfig, run_dir: Path, c: Components, extra: dict[str, An
         "final_metrics": metrics[-1] if metrics else {},
         "rl_seconds": rl_time + extra.get("rl_seconds", 0.0),
         "sft_seconds": extra.get("sft_seconds", 0.0),
+        "sft_start": extra.get("sft_start"),  # the shared start the warm-up came from (sft.cache); None: trained
         "peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_gpu_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
         "prompts": extra.get("prompts"),

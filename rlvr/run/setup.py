@@ -105,7 +105,7 @@ def prepare(cfg: RunConfig, model: Any = None, tokenizer: Any = None, task: Task
     threads = apply_threads(cfg.train.threads)
     seed_everything(cfg.seed)
     if model is None:
-        model, tokenizer = load_model(model_cfg or cfg.model, seed=cfg.seed, device=device)
+        model, tokenizer = load_model(model_cfg or cfg.model, seed=_seed_or(cfg.sft.seed, cfg.seed), device=device)
     elif tokenizer is None:
         raise SetupError("a model object needs its tokenizer too (tokenizer=...)")
     task = task if task is not None else build_task(cfg)

@@ -34,6 +34,7 @@ from rlvr.run.rundir import lock_run_dir, make_run_dir, run_dir_path
 from rlvr.run.settings import describe_settings
 from rlvr.run.setup import build_components, build_engine, build_task, pick_device, prepare, seed_everything
 from rlvr.sft.checkpoint import WarmupCheckpoint
+from rlvr.sft.shared_start import SharedStart, start_seed
 from rlvr.sft.sharded import sft_sharded
 from rlvr.sft.supervised import sft
 from rlvr.sft.ssb import curate, distill, write_rows
@@ -61,15 +62,22 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, run_dir: Path, world: Wor
     t0 = time.perf_counter()
     world = world or World()
     s = cfg.sft
+    shared = SharedStart(cfg, run_dir / "warmup", world, device) if s.cache is not False else None
+    if shared is not None and shared.fetch() is not None and world.main:
+        _say(f"the SFT warm-up is the shared start {shared.fetched} (sft.cache): not trained again")
     warm = WarmupCheckpoint(run_dir / "warmup", world, s.checkpoint_every, cfg.train.checkpoint_minutes)
     warm.check_steps(s.steps)
     st = warm.state
-    if warm.done:  # stopped after its warm-up: the warm-up's result, as it was
+    if warm.done:  # a shared start, or stopped after its warm-up: the warm-up's result, as it was
         warm.load_weights(model)
-        if world.main:
+        if world.main and (shared is None or shared.fetched is None):
             _say(f"the SFT warm-up finished before the stop ({s.steps} steps): its weights are loaded")
+        if shared is not None:
+            shared.store()  # (a run stopped after training its warm-up stores it now)
         return {"sft_seconds": st["seconds"], "sft_final_loss": st["losses"][-1] if st["losses"] else None,
-                "sft_steps": len(st["losses"])}
+                "sft_steps": len(st["losses"]), "sft_start": shared.record() if shared is not None else None}
+    if s.seed is not None:  # the start's own seed: the warm-up does not depend on the run's
+        seed_everything(s.seed)
     before = float(st["seconds"]) if st else 0.0
     extra: dict[str, Any] = {}
     if s.method == "ssb":  # curate the model's own robust solutions, then distil them (rlvr.sft.ssb)
@@ -97,7 +105,7 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, run_dir: Path, world: Wor
         asked = (lambda: world.any(interrupted()) is not None) if world.distributed else \
             (lambda: interrupted() is not None)  # every rank stops at the same step
         try:
-            losses = train_fn(s.steps, s.batch_size, s.lr, s.warmup_steps, seed=cfg.seed,
+            losses = train_fn(s.steps, s.batch_size, s.lr, s.warmup_steps, seed=start_seed(cfg),
                               chat_template=cfg.model.chat_template, micro_batch_size=cfg.train.micro_batch_size,
                               on_step=lambda i, loss: bar.update(i + 1, f"loss {loss:.4f}"), stop=asked,
                               checkpoint=warm)
@@ -112,11 +120,15 @@ def _sft_phase(cfg: RunConfig, model, tok, task: Task, run_dir: Path, world: Wor
         model.to("cpu")
     seconds = before + time.perf_counter() - t0
     warm.finish(model, s.steps, losses, seconds)
+    if shared is not None:
+        where = shared.store()
+        if world.main:
+            _say(f"the SFT warm-up is kept as a shared start: {where}")
     if stop:
         raise KeyboardInterrupt(f"{stop} at the end of the SFT warm-up; it is saved in {warm.folder}. "
                                 + (f"Continue with: rlvr train --resume {run_dir}" if resume_hint is None else resume_hint))
     return {"sft_seconds": seconds, "sft_final_loss": losses[-1] if losses else None, "sft_steps": len(losses),
-            **extra}
+            "sft_start": shared.record() if shared is not None else None, **extra}
 
 
 def _ssb_rows(cfg: RunConfig, model, tok, task: Task, out: Path, world: World) -> list:
@@ -127,7 +139,7 @@ def _ssb_rows(cfg: RunConfig, model, tok, task: Task, out: Path, world: World) -
     n = min(len(examples), c.max_problems or len(examples))
     bar = ProgressDisplay("SSB curation", n, every=max(1, n // 10)) if world.main else NullDisplay()
     try:
-        rows = curate(engine, task, tok, examples, c, length_limits(cfg).warmup, cfg.seed,
+        rows = curate(engine, task, tok, examples, c, length_limits(cfg).warmup, start_seed(cfg),
                       on_progress=lambda i, _n: bar.update(i, "problems"))
     finally:
         bar.close()
@@ -170,6 +182,9 @@ def _from_start(cfg: RunConfig, world: World, out: Path, model=None, tokenizer=N
                 task: Task | None = None) -> dict[str, Any]:
     """A run up to its first RL checkpoint: set-up, the warm-up (from its checkpoint when there is one),
     the reference, the first evaluation, then RL from step 0."""
+    if cfg.sft.steps and cfg.sft.cache is not False and (model is not None or task is not None):
+        raise ValueError("sft.cache keys the shared start by the config, which does not describe a model or task "
+                         "object given to train(); name them in the config (model.path, task) or set sft.cache: false")
     p = prepare(cfg, model, tokenizer, task, world=world)
     if world.main:
         describe_settings(cfg, p.model)
@@ -253,7 +268,8 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
         for learner in c.learners:  # what trains beside the policy (a critic, a discriminator)
             learner.load(ckpt)
         load_engine_files(c.engine, ckpt)  # files the engine wrappers keep (PROPA's process reward model)
-        extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "rl_seconds", "prompts")
+        extra = {k: state[k] for k in ("eval_before", "sft_seconds", "sft_final_loss", "sft_start", "rl_seconds",
+                                                "prompts")
                  if k in state}
         return _run_rl(cfg, run_dir, c, int(state["step"]), extra)
 
