@@ -43,3 +43,28 @@ def test_sft_then_eval_of_its_model(tmp_path, tiny_cfg_overrides):
     assert r.exit_code == 0, r.output
     result = json.loads(out.read_text())
     assert result["num_examples"] == 16 and 0.0 <= result["accuracy"] <= 1.0
+
+
+def test_train_with_no_config_and_no_recipe_is_the_demo(tmp_path):
+    """The demo recipe under a model built from scratch; a config file, a recipe or a pretrained model
+    (model.path) each leave it out; a task named on the command line replaces the demo's task whole."""
+    import yaml
+
+    def shown(*args):
+        r = runner.invoke(app, ["config", *args])
+        assert r.exit_code == 0, r.output
+        return yaml.safe_load(r.stdout)
+
+    demo = shown()
+    assert demo["recipe"]["name"] == "demo" and demo["task"]["teacher_error"] == 0.7
+    assert demo["sft"]["steps"] == 1500
+    assert shown("--set", "train.steps=5")["recipe"]["name"] == "demo"
+    assert shown("--recipe", "grpo")["recipe"]["name"] == "grpo"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("train: {steps: 3}\n")
+    assert shown("-c", str(cfg))["recipe"] is None
+    model = tmp_path / "m"
+    model.mkdir()
+    assert shown("--set", f"model.path={model}")["recipe"] is None
+    chains = shown("--set", "task.name=chains")
+    assert chains["recipe"]["name"] == "demo" and "teacher_error" not in chains["task"]

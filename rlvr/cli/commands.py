@@ -27,7 +27,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions
                   help="rlvr: reinforcement learning from verifiable rewards.")
 console = Console(stderr=True)
 
-
 from rlvr.cli.mounts import mount_subcommands  # noqa: E402
 
 mount_subcommands(app)
@@ -63,6 +62,13 @@ def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Pat
         raise typer.Exit(2)
 
 
+def _train_config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path], seed: Optional[int],
+                  recipe: Optional[str]) -> RunConfig:
+    """No config file and no recipe: a model built from scratch runs rlvr/recipes/demo.yaml (not model.path)."""
+    demo = config is None and recipe is None and _config(None, sets, out, seed).defaults == "demo"
+    return _config(config, sets, out, seed, "demo" if demo else recipe)
+
+
 def _setup_errors() -> tuple[type[Exception], ...]:
     """Errors that mean the run cannot start as set up: printed as one message, exit code 2."""
     from rlvr.models.checks import ModelDirError
@@ -96,7 +102,7 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
     if nproc is not None:
         from rlvr.cli.launch import launch_torchrun
 
-        raise typer.Exit(launch_torchrun(nproc, check=None if resume else lambda: _config(config, set_, out, seed, recipe)))
+        raise typer.Exit(launch_torchrun(nproc, check=None if resume else lambda: _train_config(config, set_, out, seed, recipe)))
     from rlvr.config.run import ConfigError
     from rlvr.tasks.dataset import DataError
     from rlvr.run.train import resume as resume_run, train as train_run
@@ -113,7 +119,7 @@ def train(config: ConfigOpt = None, set_: SetOpt = None, out: OutOpt = None, see
                 _fail("--resume continues the run with its own config.yaml; use --set to change fields")
             summary = resume_run(resume, list(set_ or []) + ([f"seed={seed}"] if seed is not None else []))
         else:
-            summary = train_run(_config(config, set_, out, seed, recipe))
+            summary = train_run(_train_config(config, set_, out, seed, recipe))
     except ConfigError as e:
         _fail(str(e), 2)
     except _setup_errors() as e:
@@ -375,7 +381,7 @@ def recipes():
 @app.command("config")
 def show_config(config: ConfigOpt = None, set_: SetOpt = None, recipe: RecipeOpt = None,
                 reference: Annotated[bool, typer.Option("--reference", help="print every field as Markdown")] = False):
-    """Validate a config and print it fully resolved (every default filled in)."""
+    """Validate a config and print it fully resolved (every default filled in), as `rlvr train` would run it."""
     if reference:
         from rlvr.cli.docs import config_reference
 
@@ -383,7 +389,7 @@ def show_config(config: ConfigOpt = None, set_: SetOpt = None, recipe: RecipeOpt
         return
     from rlvr.config.run import dump_config
 
-    sys.stdout.write(dump_config(_config(config, set_, recipe=recipe)))
+    sys.stdout.write(dump_config(_train_config(config, set_, None, None, recipe)))  # what rlvr train would run
 
 
 def main() -> None:

@@ -29,7 +29,9 @@ def _list_index(item: str, node: list, part: str) -> int:
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a raw config mapping. A number after a list
-    (``algorithm.loss_terms.0.weight=0.3``) is an index into the list already there."""
+    (``algorithm.loss_terms.0.weight=0.3``) is an index into the list already there. Setting a component's
+    ``name`` to another name drops the old component's parameters (``--set task.name=chains`` over a recipe's
+    arithmetic task), as a ``{name: ...}`` mapping in a config file replaces the recipe's whole mapping."""
     raw = yaml_io.load(yaml_io.dump(raw)) or {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -45,7 +47,10 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             node[at] = nxt if isinstance(nxt, (dict, list)) else {}
             node = node[at]
         last = _list_index(item, node, parts[-1]) if isinstance(node, list) else parts[-1]
-        node[last] = _parse_value(value)
+        new = _parse_value(value)
+        if last == "name" and isinstance(node, dict) and node.get("name", new) != new:
+            node.clear()  # another component: its own defaults, not the parameters of the one it replaces
+        node[last] = new
     return raw
 
 
