@@ -10,13 +10,12 @@ Under torchrun each of the node's ``LOCAL_WORLD_SIZE`` processes takes an equal 
 ``RLVR_THREADS`` or an explicit ``train.threads`` overrides it. ``OMP_WAIT_POLICY=PASSIVE`` halves the busy
 2-thread time but costs 23% idle, so rlvr leaves it to the user.
 
-Reproducibility: the thread-dependent step found in CPU runs (the demo's) is the float32 matrix product whose inner
-dimension MKL splits across threads (a weight gradient over a whole micro-batch's tokens); importing rlvr sets
-MKL's strict mode (``MKL_CBWR=AVX2,STRICT``, :mod:`rlvr`), which makes it bit-identical for any thread count.
-:func:`gemm_thread_invariant` checks that once per process; where it does not hold (torch multiplied a matrix
-before rlvr was imported, ``MKL_CBWR`` set otherwise, another BLAS), ``null`` takes all usable cores instead of
-following the load, so the same seed still gives the same run on an idle or a busy machine (at the busy
-machine's speed). The count in force is in ``summary.json`` (``threads``).
+Reproducibility: importing rlvr sets MKL's strict reproducible mode (``MKL_CBWR=AVX2,STRICT``, :mod:`rlvr`),
+which makes float32 matrix products bit-identical for any thread count and any AVX2 CPU (a weight gradient
+over a micro-batch's tokens was the first kernel to differ between 1 and 2 threads). It does not make a whole
+run independent of the count: other kernels still reduce in a thread-dependent order (the demo with 1 and 2
+threads parts at its twelfth RL step). So set ``train.threads`` wherever results must reproduce on machines
+under different loads (the demo recipe sets 2). The count in force is in ``summary.json`` (``threads``).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import time
 
 import torch
 
-__all__ = ["apply_threads", "auto_threads", "busy_cores", "usable_cores", "gemm_thread_invariant"]
+__all__ = ["apply_threads", "auto_threads", "busy_cores", "usable_cores"]
 
 
 def usable_cores() -> int:
@@ -70,36 +69,13 @@ def _free_cores() -> int:
     return max(1, min(cores, math.floor(cores - busy_cores() + 0.5)))
 
 
-@functools.lru_cache(maxsize=1)
-def gemm_thread_invariant() -> bool:
-    """Whether a float32 product whose inner dimension is split across threads gives the same bits with one
-    thread as with every usable core (checked once per process, about a millisecond)."""
-    cores = usable_cores()
-    if cores < 2:
-        return True
-    g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(8192, 64, generator=g), torch.randn(8192, 32, generator=g)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one = a.T @ b
-        torch.set_num_threads(cores)
-        many = a.T @ b
-    finally:
-        torch.set_num_threads(before)
-    return torch.equal(one, many)
-
-
 def auto_threads() -> int:
-    """``RLVR_THREADS`` if set; else, where the thread count cannot change results (:func:`gemm_thread_invariant`),
-    the usable cores not busy with other processes (at least 1), sampled once per process (a resumed or
-    repeated run in the same process keeps the same count); else every usable core. Under torchrun each local
-    process takes an equal share."""
+    """``RLVR_THREADS`` if set, else the usable cores not busy with other processes (at least 1), sampled
+    once per process (a resumed or repeated run in the same process keeps the same count)."""
     env = os.environ.get("RLVR_THREADS")
     if env:
         return max(1, int(env))
-    cores = _free_cores() if gemm_thread_invariant() else usable_cores()
-    return max(1, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    return max(1, _free_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))  # torchrun: a share each
 
 
 def apply_threads(threads: int | None) -> int:
