@@ -38,12 +38,7 @@ SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="shortcut for --s
 RecipeOpt = Annotated[Optional[str], typer.Option("--recipe", "-r", help="start from a method's recipe (see `rlvr recipes`)")]
 
 
-def _quiet_libraries() -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+from rlvr.cli.quiet import quiet_libraries as _quiet_libraries  # noqa: E402
 
 
 def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path] = None,
@@ -246,65 +241,6 @@ def _run_config_of(model: Path) -> Optional[Path]:
 
 
 @app.command()
-def compare(out: Annotated[Path, typer.Option("--out", "-o", help="comparison directory (rerun with it to continue)")],
-            recipe: Annotated[Optional[list[str]], typer.Option("--recipe", "-r", help="a method's recipe (repeatable; the first is the baseline)")] = None,
-            variant: Annotated[Optional[list[Path]], typer.Option("--variant", help="a variant config YAML (repeatable; after the recipes)")] = None,
-            seeds: Annotated[str, typer.Option("--seeds", help="comma-separated seeds")] = "0,1,2",
-            config: Annotated[Optional[Path], typer.Option("--config", "-c", help="shared YAML config under every variant")] = None,
-            set_: SetOpt = None,
-            allow_budget_mismatch: Annotated[bool, typer.Option("--allow-budget-mismatch", help="run variants whose rollout budgets differ")] = False,
-            report_only: Annotated[bool, typer.Option("--report-only", help="only rewrite the report from the runs so far")] = False):
-    """Compare methods x seeds on one task with the same rollout budget; writes OUT/report.html.
-
-    Finished runs are skipped and interrupted ones resumed, so rerunning the same command continues it.
-    """
-    from rlvr.compare import CompareError, make_variants, run_compare, write_report
-    from rlvr.compare.runner import check_budgets, variant_config
-    from rlvr.config.run import ConfigError
-
-    _quiet_libraries()
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-    except ValueError:
-        _fail(f"--seeds {seeds!r}: expected comma-separated integers such as 0,1,2", 2)
-
-    def note(kind: str, name: str, seed: int, run_dir: Path) -> None:
-        console.print(f"[bold]{kind}[/bold] {name} seed {seed} ({run_dir})")
-
-    try:
-        variants = make_variants(recipe, variant)
-        if report_only:
-            cfgs = {v.name: variant_config(v, seed_list[0], out, config, set_) for v in variants}
-            results = write_report(out, variants, seed_list, check_budgets(cfgs, True))
-        else:
-            results = run_compare(variants, seed_list, out, config, list(set_ or []), allow_budget_mismatch, note)
-    except (CompareError, ConfigError) as e:
-        _fail(str(e), 2)
-    except KeyboardInterrupt:
-        console.print(f"interrupted: rerun the same command to continue ({out})")
-        raise typer.Exit(130)
-    _print_comparison(results)
-    console.print(f"report: {out / 'report.html'}")
-
-
-def _print_comparison(results: dict) -> None:
-    t = Table(title=f"final held-out accuracy (baseline {results['baseline']})")
-    for col in ("method", "seeds", "accuracy", "95% CI", "Δ", "p (prompts)", "p (seeds)", "s / run", "tokens / run"):
-        t.add_column(col, justify="left" if col == "method" else "right")
-    for name in results["variants"]:
-        f, c, s = results["final"][name], results["cost"][name], results["significance"].get(name) or {}
-        acc = f.get("mean", {}).get("accuracy")
-        ci = f.get("ci95", {}).get("accuracy")
-        t.add_row(name, str(len(f["seeds"])), f"{acc:.3f}" if acc is not None else "–",
-                  f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "–",
-                  f"{s['diff']:+.3f}" if s else "", f"{s['prompt_p']:.4f}" if s else "",
-                  f"{s['seed_p']:.3f}" if s and s.get("seed_p") is not None else "",
-                  f"{c['seconds_per_run']:.1f}" if c.get("runs") else "–",
-                  f"{c['tokens_per_run']:.0f}" if c.get("runs") else "–")
-    Console(width=160).print(t)
-
-
-@app.command()
 def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comparison's --out directory)")]):
     """Regenerate a run's plot.png, summary.json and report.html (or a comparison's report) from its files."""
     from rlvr.config.run import ConfigError
@@ -316,7 +252,9 @@ def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comp
 
             plan = json.loads((path / "compare.json").read_text())
             results = write_report(path, [Variant(**v) for v in plan["variants"]], plan["seeds"])
-            _print_comparison(results)
+            from rlvr.cli.compare import print_comparison
+
+            print_comparison(results)
             console.print(f"report: {path / 'report.html'}")
             return
         summary = report_run(path)

@@ -1,0 +1,105 @@
+"""`rlvr compare --markdown PAGE --claims FILE`: the comparison as a Markdown page with its curves, and a verdict
+per method on the direction its paper claims (reproduced only when the paired test over prompts says so)."""
+
+import math
+import random
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rlvr.cli import app
+from rlvr.compare.aggregate import RunData
+from rlvr.compare.markdown import claim_verdict, length_significance, write_markdown
+from rlvr.eval.evaluate import summarise
+from rlvr.eval.significance import sign_flip_test
+
+
+def _run(seed, correct, lengths=None, steps=10):
+    pp = [{"id": pid, "group": pid, "correct": c, "reward": c,
+           "length": (lengths or {}).get(pid, [3] * len(c)), "answers": ["1"] * len(c)} for pid, c in correct.items()]
+    final = {**summarise(pp), "per_prompt": pp}
+    metrics = [{"step": s, "reward": 0.1 * s, "completion_length": 3.0, "truncated_frac": 0.0, "completions": 8}
+               for s in range(1, steps + 1)]
+    return RunData(seed, None, steps, metrics, {0: {**final, "accuracy": 0.0}, steps: final},
+                   {"steps": steps, "rl_seconds": 2.0, "sft_seconds": 1.0})
+
+
+@pytest.mark.parametrize("claim,diff,p,want", [
+    ("higher", 0.10, 0.01, "reproduced"), ("lower", 0.10, 0.01, "reversed"), ("lower", -0.2, 0.001, "reproduced"),
+    ("higher", -0.2, 0.001, "reversed"), ("higher", 0.30, 0.06, "not reproduced"), ("higher", 0.0, 0.0, "not reproduced"),
+    ("lower", -0.1, 0.049, "reproduced")])
+def test_claim_verdicts(claim, diff, p, want):
+    assert claim_verdict({"metric": "accuracy", "direction": claim}, {"prompt_diff": diff, "prompt_p": p}) == want
+
+
+def test_no_claim_no_test_and_bad_direction():
+    assert claim_verdict(None, {"prompt_diff": 1.0, "prompt_p": 0.0}) == "–"
+    assert claim_verdict({"metric": "accuracy", "direction": "higher"}, {}) == "not measured"
+    assert claim_verdict({"metric": "accuracy", "direction": "higher"}, {"prompt_p": math.nan}) == "not measured"
+    with pytest.raises(ValueError, match="higher or lower"):
+        claim_verdict({"metric": "accuracy", "direction": "up"}, {"prompt_diff": 1.0, "prompt_p": 0.0})
+
+
+def test_length_test_is_paired_over_prompts_and_seed_averaged():
+    ids = [f"q{i}" for i in range(8)]
+    base = [_run(s, {i: [1, 0] for i in ids}, {i: [10 + s, 12] for i in ids}) for s in (0, 1)]
+    short = [_run(s, {i: [1, 0] for i in ids}, {i: [4, 6 + k % 3] for k, i in enumerate(ids)}) for s in (0, 1)]
+    t = length_significance(base, short)
+    # base per prompt: seeds (10+12)/2=11 and (11+12)/2=11.5 -> 11.25; short: 5 + (k%3)/2
+    want = [5 + (k % 3) / 2 - 11.25 for k in range(8)]
+    assert t["prompt_diff"] == pytest.approx(sum(want) / 8)
+    assert t["prompt_p"] == pytest.approx(sign_flip_test(want)) and t["prompt_p"] < 0.05
+    assert claim_verdict({"metric": "mean_length", "direction": "lower"}, t) == "reproduced"
+    assert claim_verdict({"metric": "mean_length", "direction": "higher"}, t) == "reversed"
+    assert length_significance(base, []) == {}
+
+
+def test_the_page_holds_every_method_its_numbers_and_verdicts(tmp_path):
+    rng = random.Random(0)
+    ids = [f"q{i}" for i in range(40)]
+    runs = {
+        "grpo": [_run(s, {i: [float(rng.random() < 0.3) for _ in range(4)] for i in ids}) for s in (0, 1, 2)],
+        "better": [_run(s, {i: [float(rng.random() < 0.9) for _ in range(4)] for i in ids}) for s in (0, 1, 2)],
+        "same": [_run(s, {i: [float(rng.random() < 0.3) for _ in range(4)] for i in ids}) for s in (0, 1, 2)],
+        "unfinished": [],
+    }
+    claims = {"better": {"metric": "accuracy", "direction": "higher", "claim": "beats GRPO"},
+              "same": {"metric": "accuracy", "direction": "higher", "claim": "also beats GRPO"},
+              "unfinished": {"metric": "accuracy", "direction": "higher", "claim": "?"}}
+    page = tmp_path / "docs" / "board.md"
+    rows = write_markdown(page, runs, "What ran.", claims, "rlvr compare --out X --markdown docs/board.md", "Board")
+    text = page.read_text()
+    assert text.startswith("# Board") and "rlvr compare --out X --markdown docs/board.md" in text
+    assert (tmp_path / "docs" / "board.png").stat().st_size > 1000 and "![learning curves](board.png)" in text
+    assert rows["better"]["verdict"] == "reproduced" and rows["same"]["verdict"] == "not reproduced"
+    assert rows["unfinished"]["verdict"] == "not measured" and rows["grpo"]["verdict"] == "–"
+    table = [line for line in text.splitlines() if line.startswith("| `")]
+    assert [line.split("|")[1].strip() for line in table[:4]] == ["`grpo`", "`better`", "`same`", "`unfinished`"]
+    better = rows["better"]
+    assert better["accuracy"] == pytest.approx(sum(r.final["accuracy"] for r in runs["better"]) / 3)
+    lo, hi = better["accuracy_ci95"]
+    assert lo <= better["accuracy"] <= hi and f"{better['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]" in text
+    assert better["pass"][0] == "pass@4" and better["cost"]["runs"] == 3
+    assert "## Claims" in text and "beats GRPO" in text
+
+
+def test_cli_writes_the_page_and_refuses_a_bad_claims_file(tmp_path):
+    from tests.test_compare import TINY
+
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(yaml.safe_dump({"dr_grpo": {"metric": "mean_length", "direction": "lower", "claim": "shorter"}}))
+    sets = sum((["--set", o] for o in TINY), [])
+    page = tmp_path / "page.md"
+    r = CliRunner().invoke(app, ["compare", "--recipe", "grpo", "--recipe", "dr_grpo", "--seeds", "0",
+                                 "--out", str(tmp_path / "c"), "--markdown", str(page), "--claims", str(claims),
+                                 "--title", "Tiny board"] + sets)
+    assert r.exit_code == 0, r.output
+    text = page.read_text()
+    assert text.startswith("# Tiny board") and "`dr_grpo`" in text and "shorter" in text
+    assert "Task `arithmetic`" in text and page.with_suffix(".png").is_file()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("dr_grpo: {metric: accuracy, direction: sideways}\n")
+    r = CliRunner().invoke(app, ["compare", "--recipe", "grpo", "--recipe", "dr_grpo", "--out", str(tmp_path / "d"),
+                                 "--claims", str(bad)] + sets)
+    assert r.exit_code == 2 and "higher|lower" in r.output
