@@ -1,0 +1,71 @@
+"""The leaderboard: the baselines and the seed methods whose mechanism needs long completions, each on three
+seeds at an equal budget on the chains testbed, from one shared start; writes docs/leaderboard.md.
+
+    python benchmarks/leaderboard.py                          # run the board (or continue it), write the page
+    python benchmarks/leaderboard.py --report-only            # rewrite the page from the runs finished so far
+    python benchmarks/leaderboard.py --methods grpo dapo --seeds 0   # a part of it
+
+It is ``rlvr compare`` (resumable: finished runs are skipped, an interrupted one resumes from its newest
+checkpoint, so rerunning the same command continues the board) with the shared config
+``benchmarks/leaderboard/chains.yaml`` (the task, the model, the shared start: ``sft.seed`` and ``sft.cache``,
+so the warm-up trains once and every run starts RL from the same weights; the budget: steps x prompts x
+completions, equal for every method) and the claims ``benchmarks/leaderboard/claims.yaml`` (the direction each
+method's paper claims against GRPO). The page (:mod:`rlvr.compare.markdown`) holds the final held-out avg@4
+with intervals, pass@k, greedy accuracy, mean length, tokens generated and wall time per run, the paired
+difference from GRPO with its p-values, the learning curves as a picture, and a verdict per claim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BASELINES = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "ppo"]
+# seed methods whose mechanism acts on what long completions have: length (delta_l, balanced, luspo, lite_ppo),
+# token position and certainty (ucas, cepo, grpo_sg, rlrt, sspo), branching and shared prefixes (latr, rose,
+# spec_rl, arrol), partial solutions and steps (propa, scope_rl, grpo_vps); then sequence-level objectives
+METHODS = ["delta_l", "balanced", "luspo", "lite_ppo", "ucas", "cepo", "grpo_sg", "rlrt", "sspo", "latr", "rose",
+           "spec_rl", "arrol", "propa", "scope_rl", "grpo_vps", "dhpo", "tpo", "maspo", "a_grae"]
+HERE = ROOT / "benchmarks" / "leaderboard"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--methods", nargs="+", default=BASELINES + METHODS, help="recipes (the first is the baseline)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "leaderboard", help="the board's runs")
+    ap.add_argument("--config", type=Path, default=HERE / "chains.yaml", help="the shared config")
+    ap.add_argument("--claims", type=Path, default=HERE / "claims.yaml")
+    ap.add_argument("--page", type=Path, default=ROOT / "docs" / "leaderboard.md")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="override for every run")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the page from the runs so far")
+    args = ap.parse_args(argv)
+
+    from rlvr.cli.compare import read_claims, setup_text
+    from rlvr.compare import make_variants, run_compare, write_report
+    from rlvr.compare.markdown import write_markdown
+    from rlvr.compare.report import collect
+    from rlvr.compare.runner import check_budgets, variant_config
+
+    variants = make_variants(args.methods, None)
+    if args.report_only:
+        cfgs = {v.name: variant_config(v, args.seeds[0], args.out, args.config, args.overrides) for v in variants}
+        write_report(args.out, variants, args.seeds, check_budgets(cfgs, True))
+    else:
+        run_compare(variants, args.seeds, args.out, args.config, args.overrides, False,
+                    lambda kind, name, seed, run_dir: print(f"{kind} {name} seed {seed} ({run_dir})", flush=True))
+    cfg0 = variant_config(variants[0], args.seeds[0], args.out, args.config, args.overrides)
+    command = "python benchmarks/leaderboard.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    rows = write_markdown(args.page, collect(args.out, variants, args.seeds),
+                          setup_text(cfg0, len(variants), args.seeds, variants[0].name), read_claims(args.claims),
+                          command, "Leaderboard")
+    done = sum(1 for r in rows.values() if len(r["seeds"]) == len(args.seeds))
+    print(f"{args.page}: {done} of {len(rows)} methods finished on every seed")
+
+
+if __name__ == "__main__":
+    main()
