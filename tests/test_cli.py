@@ -45,9 +45,9 @@ def test_sft_then_eval_of_its_model(tmp_path, tiny_cfg_overrides):
     assert result["num_examples"] == 16 and 0.0 <= result["accuracy"] <= 1.0
 
 
-def test_train_with_no_config_and_no_recipe_is_the_demo(tmp_path):
-    """The demo recipe under a model built from scratch; a config file, a recipe or a pretrained model
-    (model.path) each leave it out; a task named on the command line replaces the demo's task whole."""
+def test_train_with_no_config_no_recipe_and_no_overrides_is_the_demo(tmp_path):
+    """`rlvr train` (with at most --seed and --out) runs the demo recipe; a config file, a recipe or any --set
+    is the user's own run, on the library's defaults, not the demo's task and budget."""
     import yaml
 
     def shown(*args):
@@ -57,14 +57,23 @@ def test_train_with_no_config_and_no_recipe_is_the_demo(tmp_path):
 
     demo = shown()
     assert demo["recipe"]["name"] == "demo" and demo["task"]["teacher_error"] == 0.7
-    assert demo["sft"]["steps"] == 1500
-    assert shown("--set", "train.steps=5")["recipe"]["name"] == "demo"
+    assert demo["sft"]["steps"] == 1500 and demo["train"]["threads"] == 2
     assert shown("--recipe", "grpo")["recipe"]["name"] == "grpo"
+    mine = shown("--set", "task.name=chains")
+    assert mine["recipe"] is None and mine["sft"]["steps"] == 600 and mine["train"]["threads"] is None
+    assert shown("--set", "train.steps=5")["recipe"] is None
     cfg = tmp_path / "c.yaml"
     cfg.write_text("train: {steps: 3}\n")
     assert shown("-c", str(cfg))["recipe"] is None
-    model = tmp_path / "m"
-    model.mkdir()
-    assert shown("--set", f"model.path={model}")["recipe"] is None
-    chains = shown("--set", "task.name=chains")
-    assert chains["recipe"]["name"] == "demo" and "teacher_error" not in chains["task"]
+    from rlvr.cli.commands import _train_config
+
+    assert _train_config(None, None, tmp_path / "o", 3, None).recipe.name == "demo"  # --seed and --out keep it
+
+
+def test_naming_another_component_drops_the_old_ones_parameters():
+    r = runner.invoke(app, ["config", "--recipe", "demo", "--set", "task.name=chains"])
+    assert r.exit_code == 0, r.output
+    import yaml
+
+    task = yaml.safe_load(r.stdout)["task"]
+    assert task["name"] == "chains" and "teacher_error" not in task

@@ -59,8 +59,8 @@ def _config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Pat
 
 def _train_config(config: Optional[Path], sets: Optional[list[str]], out: Optional[Path], seed: Optional[int],
                   recipe: Optional[str]) -> RunConfig:
-    """No config file and no recipe: a model built from scratch runs rlvr/recipes/demo.yaml (not model.path)."""
-    demo = config is None and recipe is None and _config(None, sets, out, seed).defaults == "demo"
+    """No config file, no recipe, no --set (only --seed, --out): the demo, rlvr/recipes/demo.yaml."""
+    demo = config is None and recipe is None and not sets
     return _config(config, sets, out, seed, "demo" if demo else recipe)
 
 

@@ -10,12 +10,11 @@ Under torchrun each of the node's ``LOCAL_WORLD_SIZE`` processes takes an equal 
 ``RLVR_THREADS`` or an explicit ``train.threads`` overrides it. ``OMP_WAIT_POLICY=PASSIVE`` halves the busy
 2-thread time but costs 23% idle, so rlvr leaves it to the user.
 
-Reproducibility: importing rlvr sets MKL's strict reproducible mode (``MKL_CBWR=AVX2,STRICT``, :mod:`rlvr`),
-which makes float32 matrix products bit-identical for any thread count and any AVX2 CPU (a weight gradient
-over a micro-batch's tokens was the first kernel to differ between 1 and 2 threads). It does not make a whole
-run independent of the count: other kernels still reduce in a thread-dependent order (the demo with 1 and 2
-threads parts at its twelfth RL step). So set ``train.threads`` wherever results must reproduce on machines
-under different loads (the demo recipe sets 2). The count in force is in ``summary.json`` (``threads``).
+Reproducibility: a long run's numbers depend on the thread count (some CPU kernels add a sum's parts in
+an order that depends on it; the demo with 1 and 2 threads parts at its twelfth RL step), so set
+``train.threads`` wherever results must reproduce on machines under different loads (the demo recipe sets 2).
+The count in force is in ``summary.json`` (``threads``). docs/cpu-threads.md says what MKL's strict mode
+(``MKL_CBWR=AVX2,STRICT``) does and does not fix.
 """
 
 from __future__ import annotations
