@@ -153,3 +153,17 @@ def test_a_model_object_with_a_cache_is_refused(tmp_path):
     tok = char_tokenizer()
     with pytest.raises(ValueError, match="sft.cache"):
         train(cfg, model=build_tiny_model(cfg.model.tiny, tok), tokenizer=tok)
+
+
+def test_the_thread_count_in_force_is_part_of_the_key():
+    """A long CPU run's numbers depend on the thread count (docs/cpu-threads.md), so a start trained with one
+    count is not reused by a run with another."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _key("sft.seed=7")
+        torch.set_num_threads(2)
+        two = _key("sft.seed=7")
+    finally:
+        torch.set_num_threads(before)
+    assert one != two

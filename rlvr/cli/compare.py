@@ -11,9 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
-
 from rich.markup import escape
+from rich.table import Table
 
 from rlvr.cli.quiet import quiet_libraries
 

@@ -76,7 +76,10 @@ def claim_verdict(claim: dict[str, Any] | None, test: dict[str, Any], alpha: flo
     return "reproduced" if (diff > 0) == (claim["direction"] == "higher") else "reversed"
 
 
-def _claim_test(base: list[RunData], other: list[RunData], metric: str) -> dict[str, Any]:
+def _claim_test(base: list[RunData], other: list[RunData], metric: str, accuracy: dict[str, Any]) -> dict[str, Any]:
+    """The paired test of a claim's metric (``accuracy``: the one the table already computed)."""
+    if metric == "accuracy":
+        return accuracy
     return length_significance(base, other) if metric == "mean_length" else significance(base, other, metric)
 
 
@@ -133,7 +136,7 @@ def write_markdown(path: str | Path, runs: dict[str, list[RunData]], setup: str,
         ks = sorted((k for k in mean if k.startswith("pass@")), key=lambda k: int(k[5:]))
         sig = significance(runs[base], runs[name]) if name != base else {}
         claim = claims.get(name)
-        test = _claim_test(runs[base], runs[name], claim["metric"]) if claim and name != base else {}
+        test = _claim_test(runs[base], runs[name], claim["metric"], sig) if claim and name != base else {}
         verdict = claim_verdict(claim, test) if claim else "–"
         acc_ci = ci.get("accuracy")
         row = {"seeds": fin.get("seeds", []), "accuracy": mean.get("accuracy"), "accuracy_ci95": acc_ci,

@@ -10,11 +10,11 @@ the start's seed apart from the run's, so runs of different seeds share one star
 The key (:func:`start_key`) hashes: the model section (and, for ``model.path``, every file's name, size and
 modification time), the task and data sections, the ``sft`` section (less ``cache``, ``checkpoint_every`` and
 the interleaved phases, which act during RL), the seed of the start, the micro-batching and precision settings
-that change the warm-up's floating-point sums, the world size and device type, the rollout section when the
-warm-up generates (SSB) or trains under rollout contexts, and the versions of torch, transformers and rlvr.
-What it cannot see is named in docs/shared-start.md: a model object or task object passed through the Python
-API (refused), and the thread count (the built-in models' results do not depend on it; see
-docs/cpu-threads.md). Each stored start's ``key.json`` says what its key holds; a run's ``summary.json`` names
+that change the warm-up's floating-point sums, the torch thread count in force (a long CPU run's numbers
+depend on it, docs/cpu-threads.md), the world size and device type, the rollout section when the warm-up
+generates (SSB) or trains under rollout contexts, and the versions of torch, transformers and rlvr. What it
+cannot see is named in docs/shared-start.md: a model object or task object passed through the Python API
+(refused), and a plugin's code. Each stored start's ``key.json`` says what its key holds; a run's ``summary.json`` names
 its start (``sft_start``: key, path, and whether it was reused).
 
 A stored start is written to a temporary directory and renamed into place, so a crash never leaves half of
@@ -83,7 +83,7 @@ def start_identity(cfg: RunConfig, world_size: int = 1, device: str = "cpu") -> 
         "model": d["model"], "task": d["task"], "data": d["data"], "sft": sft,
         "train": {k: t[k] for k in ("micro_batch_size", "micro_batch_tokens", "autocast", "activation_checkpointing",
                                     "shared_prefix", "distributed")},
-        "world_size": world_size, "device": str(device).split(":")[0],
+        "threads": torch.get_num_threads(), "world_size": world_size, "device": str(device).split(":")[0],
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "rlvr": __version__},
     }
     if cfg.model.path:
