@@ -276,6 +276,50 @@ def test_defab_released_layout_is_multiple_choice(tmp_path):
             for s in range(6)] != ["A"] * 6  # the release's gold is always first: shuffled
 
 
+def test_defab_release_download_as_laid_out(tmp_path):
+    """A download of the release: tier0 files wrapped in {metadata, instances}, tier1 files as bare lists, beside
+    summary, statistics and one-instance files that are not instance lists; a row with a single candidate; a
+    theory kept under metadata.facts."""
+    snap = tmp_path / "instances"
+    l2, l3 = DEFAB_RELEASED
+    single = {**l2, "target": "alloy(brass)", "candidates": ["df_alloy(brass):  => alloy(brass)"],
+              "gold": ["df_alloy(brass):  => alloy(brass)"]}
+    facts = {**l3, "name": "rts", "theory_facts": None, "theory_rules": None,
+             "metadata": {"facts": ["unit(w1)", "r1: unit(X) => busy(X)"]}}
+    _write(snap / "tier0" / "biology_dev_instances.json", [l2, single, l3], "json")
+    (snap / "tier1" / "bio").mkdir(parents=True)
+    (snap / "tier1" / "bio" / "instances.json").write_text(json.dumps([{**l2, "id": ""}, facts]))
+    (snap / "tier1" / "generation_summary.json").write_text(json.dumps({"total": 3, "domains": {"bio": 3}}))
+    (snap / "instance_statistics.json").write_text(json.dumps({"levels": {"1": 0, "2": 2, "3": 2}}))
+    (snap / "minimal_test_instance.json").write_text(json.dumps({"instance": l2}))
+    (snap / "synthetic_instances.json").write_text(json.dumps([{"level": 2, "theory": {"facts": [], "rules": []}}]))
+    with pytest.warns(UserWarning) as caught:
+        exs = benchmark_examples(_params("defab", str(snap)))
+    said = " ".join(str(w.message) for w in caught)
+    assert "4 file(s) not in the DeFAb schema passed over" in said and "generation_summary.json" in said
+    assert "1 DeFAb row(s) with a single candidate" in said and "item 1" in said
+    assert len(exs) == 4 and len({e.id for e in exs}) == 4
+    rts = next(e for e in exs if e.id == "rts")
+    assert "unit(w1)\nr1: unit(X) => busy(X)" in rts.prompt
+    # a file that starts in the schema must hold it: a bad later row is an error, not a file passed over
+    bad = tmp_path / "bad"
+    _write(bad / "a.json", [l2], "json")
+    _write(bad / "b.json", [l2, {"level": 2, "oops": 1}], "json")
+    with pytest.raises(SchemaError, match=r"b.json item 1"):
+        benchmark_examples(_params("defab", str(bad)))
+    # nothing in the schema anywhere, or only single-candidate rows: an error
+    none = tmp_path / "none"
+    none.mkdir()
+    (none / "a.json").write_text(json.dumps({"total": 1}))
+    (none / "b.json").write_text(json.dumps({"levels": {}}))
+    with pytest.raises(SchemaError, match="not a DeFAb row"):
+        benchmark_examples(_params("defab", str(none)))
+    with pytest.warns(UserWarning, match="single candidate"), pytest.raises(DataError, match="no DeFAb examples"):
+        benchmark_examples(_params("defab", _write(tmp_path / "one.json", [single], "json")))
+    with pytest.raises(DataError, match="two or more"):
+        benchmark_examples(_params("defab", _write(tmp_path / "zero.json", [{**l2, "candidates": []}], "json")))
+
+
 def test_defab_rlvr_layout_is_scored_exactly(tmp_path):
     rows = _defab_rlvr_rows()
     task = _task("defab", _write(tmp_path / "d.jsonl", rows))

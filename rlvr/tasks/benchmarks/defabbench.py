@@ -8,21 +8,29 @@ one of the four styles, ``mixed``, or ``all`` for rendering-robust accuracy) and
 exactly by the ``defab`` verifier: the decoded hypothesis is checked against the theory, so any correct
 hypothesis scores, not only the gold one.
 
-**The authors' released layout** (the instance files of the DeFAb repository, ``instances/*.json``; the
-dataset card lists ``theory``, ``target``, ``candidates``, ``gold``, ``level``, ``tier``, ``domain``,
-``renderings``): ``level``, ``target`` (Levels 1-2) or ``anomaly`` (Level 3: the literal the theory wrongly
-derives), ``candidates`` (hypotheses in the formal syntax, ``"r2: bird(X) => flies(X)"``), ``gold`` (one of
-them, or a list), and the theory when the row stores it: ``theory`` (text or a list of statements) or
-``theory_facts`` / ``theory_rules`` / ``theory_defeaters`` / ``theory_superiority`` lists. Released Level-1/2
-rows often do not store the theory, so no exact check is possible: these rows are a multiple-choice item over
-the candidates, shuffled with ``seed`` (in the release the gold is always the first candidate), scored by
-the ``choice`` verifier; the meta records ``options``, ``correct`` (every gold letter), ``shuffle_seed`` and
-``option_order``. The exact schema of the full Hugging Face release was not available to check; fields
-beyond these are kept in the meta, unread.
+**The authors' released layout** (the DeFAb repository's instance files, checked against its writers and its
+``instances/`` folder): ``tier0/*_instances.json`` are ``{"metadata": ..., "instances": [...]}``; ``tier1/<domain>/``
+and ``multitier/<source>/instances.json`` are bare lists; a download also holds summary and statistics files,
+which a directory load passes over (:func:`rlvr.tasks.benchmarks.task.benchmark_examples`). Rows: ``level``,
+``target`` (Levels 1-2, and Level 3 from the generator, with the anomaly in it) or ``anomaly`` (the hand-written
+Level-3 set and DeFAb-Hard), ``candidates`` (hypotheses in the formal syntax, ``"df_bird(owl):  => bird(owl)"``),
+``gold`` (one of them: a string, or a one-element list; always the first candidate in the release), ``id``
+(often empty) or ``name``, and the theory only where the row stores it: ``theory_facts`` / ``theory_rules``
+(the Level-3 sets; defeaters sit among the rules), ``theory`` (text or a list) or ``metadata.facts``.
+Generated Level-1/2 rows store only ``theory_size``, so no exact check is possible: every released row is a
+multiple-choice item over its candidates, shuffled with ``seed``, scored by the ``choice`` verifier; the meta
+records ``options``, ``correct`` (every gold letter), ``shuffle_seed`` and ``option_order``. A row with a single
+candidate (a handful in the release) is not a question and is passed over with a warning. Without the theory a
+Level-1/2 item can be answered by matching the target against the candidates' heads (one candidate's head is
+the target in every such row we read), so report released Level-1/2 accuracy with that caveat, and prefer
+Level 3 or rlvr-generated instances (exact check) for a real measure. Fields beyond these are kept in the meta,
+unread. (The field list of the release's croissant.json, which names ``theory``, ``tier`` and ``renderings``,
+does not match the files.)
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 from rlvr.core.types import Example, Score
@@ -80,13 +88,19 @@ def _theory_text(row: dict) -> str:
     if isinstance(theory, str) and theory.strip():
         return theory.strip()
     lines = [str(s) for key in _THEORY_LISTS for s in (row.get(key) or []) if isinstance(row.get(key), list)]
+    facts = (row.get("metadata") or {}).get("facts") if isinstance(row.get("metadata"), dict) else None
+    if not lines and isinstance(facts, list):
+        lines = [str(f) for f in facts]
     return "\n".join(lines)
 
 
-def _released(where: str, default: str, row: dict, p: Any, bench: Benchmark) -> Example:
+def _released(where: str, default: str, row: dict, p: Any, bench: Benchmark) -> Example | None:
+    """The row as a multiple-choice example; None for a row with a single candidate (not a question)."""
     cands = row["candidates"]
-    if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) and c.strip() for c in cands):
+    if not isinstance(cands, list) or not cands or not all(isinstance(c, str) and c.strip() for c in cands):
         raise DataError(f"{where}: 'candidates' must be a list of two or more hypotheses (strings)")
+    if len(cands) == 1:
+        return None
     gold = row["gold"] if isinstance(row["gold"], list) else [row["gold"]]
     texts = [c.strip() for c in cands]
     want = {_norm(g) for g in gold if isinstance(g, str)}
@@ -126,15 +140,23 @@ def _rlvr_layout(where: str, row: dict, p: Any, k: int) -> list[Example]:
 
 def _defab(rows: Sequence[Row], p: Any, bench: Benchmark) -> list[Example]:
     out: list[Example] = []
+    single: list[str] = []
     for k, (where, default, row) in enumerate(rows):
         require(bench, where, row)
         if "candidates" in row:
-            out.append(_released(where, default, row, p, bench))
+            ex = _released(where, default, row, p, bench)
+            if ex is None:
+                single.append(where)
+            else:
+                out.append(ex)
         elif "theory" in row and "target" in row:
             out.extend(_rlvr_layout(where, row, p, k))
         else:
             raise DataError(f"{where}: a DeFAb row needs 'candidates' (the released layout) or 'theory' and "
                             f"'target' (rlvr's layout); it has {sorted(row)[:12]}")
+    if single:
+        warnings.warn(f"{len(single)} DeFAb row(s) with a single candidate passed over (not a question): "
+                      + ", ".join(single[:3]) + (", ..." if len(single) > 3 else ""), stacklevel=3)
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from rlvr.tasks.dataset import DataError, _jsonl_rows, _table_rows
 
-__all__ = ["Row", "read_rows", "SUFFIXES"]
+__all__ = ["Row", "read_rows", "read_files", "SUFFIXES"]
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 _LIST_KEYS = ("instances", "data", "examples", "rows", "problems", "questions")
@@ -75,15 +75,17 @@ def _file_rows(path: Path, fmt: str, split: str | None) -> Iterator[tuple[str, i
     return _jsonl_rows(path)
 
 
-def read_rows(path: str | Path, fmt: str = "auto", split: str | None = None, what: str = "") -> list[Row]:
-    """Every row of ``path`` (see the module doc); ``what`` describes the expected schema in errors."""
+def read_files(path: str | Path, fmt: str = "auto", split: str | None = None, what: str = "") -> list[list[Row]]:
+    """The rows of ``path`` file by file (one list for a file or a saved dataset; one per data file of a
+    directory, in path order), so a caller can tell a directory's data files from the other files a download
+    holds (summaries, statistics)."""
     path = Path(path).expanduser()
     hint = f" ({what})" if what else ""
     if not path.exists():
         raise DataError(f"{path}: no such file or directory{hint}")
     if path.is_dir() and (fmt == "hf" or (fmt == "auto" and _is_saved_dataset(path))):
         try:
-            return [(w, f"{path.name}-{i}", r) for w, i, r in _table_rows(path, "hf", split)]
+            return [[(w, f"{path.name}-{i}", r) for w, i, r in _table_rows(path, "hf", split)]]
         except DataError as e:  # (the dataset task's message names its own field)
             raise DataError(str(e).replace("task.hf_split", "task.split")) from None
     if path.is_dir():
@@ -96,6 +98,11 @@ def read_rows(path: str | Path, fmt: str = "auto", split: str | None = None, wha
             raise DataError(f"{path}: neither a saved dataset (datasets.save_to_disk) nor a directory holding "
                             f"{'/'.join(SUFFIXES)} files{' named like ' + repr(split) if split else ''}{hint}")
         many = len(files) > 1
-        return [(w, f"{p.relative_to(path).with_suffix('').as_posix()}-{i}" if many else f"{p.stem}-{i}", r)
-                for p in files for w, i, r in _file_rows(p, fmt, split)]
-    return [(w, f"{path.stem}-{i}", r) for w, i, r in _file_rows(path, fmt, split)]
+        return [[(w, f"{p.relative_to(path).with_suffix('').as_posix()}-{i}" if many else f"{p.stem}-{i}", r)
+                 for w, i, r in _file_rows(p, fmt, split)] for p in files]
+    return [[(w, f"{path.stem}-{i}", r) for w, i, r in _file_rows(path, fmt, split)]]
+
+
+def read_rows(path: str | Path, fmt: str = "auto", split: str | None = None, what: str = "") -> list[Row]:
+    """Every row of ``path`` (see the module doc); ``what`` describes the expected schema in errors."""
+    return [row for rows in read_files(path, fmt, split, what) for row in rows]

@@ -18,6 +18,8 @@ sampler weights, group scoring and saved state pass through. ``rlvr eval --bench
 
 from __future__ import annotations
 
+import re
+import warnings
 from typing import Any, Literal, Sequence
 
 from pydantic import Field, ValidationError, model_validator
@@ -28,8 +30,9 @@ from rlvr.core.paths import LocalPathStr
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
-from rlvr.tasks.benchmarks.reader import read_rows
-from rlvr.tasks.benchmarks.spec import BENCHMARKS, NAMES, unique_ids
+from rlvr.tasks.benchmarks.reader import read_files
+from rlvr.tasks.dataset import DataError
+from rlvr.tasks.benchmarks.spec import BENCHMARKS, NAMES, SchemaError, unique_ids
 
 __all__ = ["BenchmarkParams", "HeldOutTask", "benchmark_task", "benchmark_examples"]
 
@@ -73,10 +76,31 @@ class BenchmarkParams(Params):
 
 
 def benchmark_examples(p: BenchmarkParams) -> list[Example]:
-    """The benchmark's examples, read from ``p.path`` and checked against its schema."""
+    """The benchmark's examples, read from ``p.path`` and checked against its schema.
+
+    In a directory of several files (a downloaded snapshot), a file whose first row is not in the benchmark's
+    schema is another kind of file (a summary, statistics, a README's JSON) and is passed over with a warning
+    naming it; a file that starts in the schema must hold it throughout, and a directory with no file in it
+    is an error."""
     bench = BENCHMARKS[p.benchmark]
-    rows = read_rows(p.path, p.format, p.split, what=f"benchmark {bench.name} expects {bench.schema()}")
-    return unique_ids(bench.load(rows, p, bench), p.path)
+    files = read_files(p.path, p.format, p.split, what=f"benchmark {bench.name} expects {bench.schema()}")
+    out: list[Example] = []
+    passed: list[tuple[str, SchemaError]] = []
+    for rows in files:
+        try:
+            out += bench.load(rows, p, bench)
+        except SchemaError as e:
+            if len(files) == 1 or not rows or not str(e).startswith(f"{rows[0][0]}:"):
+                raise
+            passed.append((re.sub(r"(:\d+| item \d+| row \d+)$", "", rows[0][0]), e))
+    if passed and not out:
+        raise passed[0][1]
+    if not out:
+        raise DataError(f"{p.path}: no {bench.title} examples (the rows passed over are named in the warnings)")
+    if passed:
+        warnings.warn(f"{p.path}: {len(passed)} file(s) not in the {bench.title} schema passed over: "
+                      + ", ".join(w for w, _ in passed[:5]) + (", ..." if len(passed) > 5 else ""), stacklevel=2)
+    return unique_ids(out, p.path)
 
 
 class HeldOutTask(Task):
