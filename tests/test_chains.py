@@ -136,6 +136,36 @@ def test_the_annotator_skips_and_errs_at_its_rates():
     assert all(annotated_chain(e.meta, 0.0, 0.0, rng) == exact_chain(e.meta) for e in exs[:50])
 
 
+def test_the_annotators_notes_are_right_only_longer_and_at_their_rate():
+    """A note is words after a step: a chain noted everywhere still verifies (so a noted completion is right, only
+    longer), notes come at their rate, and rate 0 spends no draw (the chains written before notes are kept)."""
+    exs = _problems(5, n=450, min_digits=2, max_digits=6, countdown_numbers=(3, 5))
+    rng = random.Random(1)
+    steps = notes = 0
+    for ex in exs:
+        full = annotated_chain(ex.meta, 0.0, 0.0, rng, note_rate=1.0)
+        assert V(ex, full).reward == 1.0, (ex.prompt, full)
+        assert len(full) > len(exact_chain(ex.meta))
+        some = annotated_chain(ex.meta, 0.0, 0.0, rng, note_rate=0.3)
+        assert V(ex, some).reward == 1.0, (ex.prompt, some)
+        steps += len(some.split(";")) - 1
+        notes += some.count("(")
+        if ex.meta["family"] == "countdown":  # the numbers in hand after the last step: the target alone
+            assert full.split(";")[-2].endswith(f"(have {ex.meta['target']})")
+    assert abs(notes / steps - 0.3) < 0.04
+    a, b = random.Random(7), random.Random(7)
+    assert [annotated_chain(e.meta, 0.1, 0.2, a) for e in exs] == \
+        [annotated_chain(e.meta, 0.1, 0.2, b, note_rate=0.0) for e in exs]
+    assert a.random() == b.random()
+    # a wrong step's note follows the annotator's own (wrong) result: the chain is wrong, not its narration
+    ex = next(e for e in exs if e.meta["family"] == "add")
+    wrong = annotated_chain(ex.meta, 0.0, 1.0, random.Random(3), note_rate=1.0)
+    assert V(ex, wrong).reward == 0.0
+    for step in wrong.split(";")[:-1]:
+        r = int(step.split("=")[1].split(" ")[0])
+        assert step.endswith(f"(write {r % 10}" + (f", carry {r // 10})" if r >= 10 else ")"))
+
+
 def test_the_task_splits_are_disjoint_reproducible_and_spread_in_length():
     p = ChainsParams(num_train=1500, num_eval=200)
     a, b = chains_task(p), chains_task(p)

@@ -17,7 +17,12 @@ The ``sft`` split is written by an imperfect annotator, so supervised training l
 exact verifier can take: in each rendition (``teacher_samples`` per train problem) each step is left out with
 probability ``skip_rate`` (the answer still written right: an incomplete chain) and written with a wrong result
 with probability ``error_rate`` (the answer then follows the annotator's own digits, or its countdown path goes
-on from the wrong number). With both rates 0 the ``sft`` split is the train split's exact chains.
+on from the wrong number), and followed by a note in words with probability ``note_rate`` (``8+5=13 (write 3,
+carry 1)``; for countdown the numbers still in hand, ``8*3=24 (have 24 5)``). A note is right and the verifier
+reads past it, so a noted chain is still correct, only longer: the supervised model narrates some steps, its
+completions spread in length, and the longest run past a ``max_new_tokens`` that fits every bare chain, which
+RL with the exact verifier can learn to avoid. With all three rates 0 the ``sft`` split is the train split's
+exact chains.
 
 The train and eval problems are drawn with ``data_seed`` (independent of the run's seed) and never overlap.
 """
@@ -49,6 +54,8 @@ class ChainsParams(Params):
     data_seed: int = Field(0, description="seed of the problems (independent of the run seed)")
     skip_rate: float = Field(0.05, ge=0.0, le=1.0, description="sft annotator: chance a step is left out")
     error_rate: float = Field(0.05, ge=0.0, le=1.0, description="sft annotator: chance a step's result is wrong")
+    note_rate: float = Field(0.0, ge=0.0, le=1.0, description="sft annotator: chance a step is followed by a "
+                             "note in words (right, only longer)")
     teacher_samples: int = Field(1, gt=0, description="annotator renditions per train problem in the sft split")
 
     @model_validator(mode="after")
@@ -104,21 +111,31 @@ def exact_chain(meta: dict) -> str:
     return ";".join([f"{e}={r}" for e, r in steps] + [f"Answer: {answer}"])
 
 
-def annotated_chain(meta: dict, skip_rate: float, error_rate: float, rng: random.Random) -> str:
-    """The chain as the imperfect annotator writes it (see the module docstring)."""
+def annotated_chain(meta: dict, skip_rate: float, error_rate: float, rng: random.Random,
+                    note_rate: float = 0.0) -> str:
+    """The chain as the imperfect annotator writes it (see the module docstring). With ``note_rate`` 0 no draw
+    is spent on notes, so the chains are those written before notes existed."""
     def wrong(r: int) -> int:
         return max(0, r + rng.choice([-3, -2, -1, 1, 2, 3]))
 
+    def noted(step: str, note: str) -> str:
+        return f"{step} ({note})" if note_rate > 0 and rng.random() < note_rate else step
+
     if meta["family"] == "countdown":
         out, acc = [], None
+        hand = list(meta["numbers"])
         for a, op, b, _ in meta["path"]:
             a = acc if acc is not None else a
             r = {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0}[op]
             if rng.random() < error_rate:
                 r = wrong(r)
             acc = r
+            for used in (a, b):
+                if used in hand:
+                    hand.remove(used)
+            hand.insert(0, r)
             if rng.random() >= skip_rate:
-                out.append(f"{a}{op}{b}={r}")
+                out.append(noted(f"{a}{op}{b}={r}", "have " + " ".join(map(str, hand))))
         return ";".join(out + [f"Answer: {acc}"])
     steps, answer = column_steps(meta["family"], meta["operands"])
     written, digits = [], []
@@ -127,7 +144,7 @@ def annotated_chain(meta: dict, skip_rate: float, error_rate: float, rng: random
             r = wrong(r)
         digits.append(r)
         if rng.random() >= skip_rate:
-            written.append(f"{e}={r}")
+            written.append(noted(f"{e}={r}", f"write {r % 10}" + (f", carry {r // 10}" if r >= 10 else "")))
     if digits != [r for _, r in steps]:  # the answer from the annotator's own (wrong) column results
         answer = int(str(digits[-1] // 10 or "") + "".join(str(r % 10) for r in reversed(digits)))
     return ";".join(written + [f"Answer: {answer}"])
@@ -159,6 +176,6 @@ def chains_task(p: ChainsParams) -> Task:
     train_p = list(enumerate(problems[p.num_eval:], start=p.num_eval))
     train = [ex(i, *t, exact_chain(t[2])) for i, t in train_p]
     teacher = random.Random(f"annotator-{p.data_seed}")
-    sft = [ex(i, *t, annotated_chain(t[2], p.skip_rate, p.error_rate, teacher), k)
+    sft = [ex(i, *t, annotated_chain(t[2], p.skip_rate, p.error_rate, teacher, p.note_rate), k)
            for k in range(p.teacher_samples) for i, t in train_p]
     return Task("chains", {"train": train, "eval": evals, "sft": sft}, [WeightedVerifier(ChainVerifier())])
