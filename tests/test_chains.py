@@ -104,6 +104,29 @@ def _other_paths(numbers, target):
     return found
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_equations_read_either_way_round(seed):
+    """``13=8+5`` is ``8+5=13``: a right chain with any of its steps turned round verifies; turned round, a
+    false step, a missing step, a reordered chain or a step written twice still scores 0."""
+    rng = random.Random(seed)
+    for ex in _problems(seed, n=90, min_digits=2, max_digits=6):
+        steps, answer = _steps(exact_chain(ex.meta))
+        turned = []
+        for s in steps:
+            lhs, rhs = s.split("=")
+            turned.append(f"{rhs} = {lhs}" if rng.random() < 0.6 else s)
+        assert V(ex, ";".join(turned + [answer])).reward == 1.0, turned
+        everywhere = [f"{s.split('=')[1]}={s.split('=')[0]}" for s in steps]
+        assert V(ex, "\n".join(everywhere + [answer])).reward == 1.0
+        lhs, rhs = steps[0].split("=")
+        assert V(ex, ";".join([f"{int(rhs) + 1}={lhs}"] + steps[1:] + [answer])).reward == 0.0
+        if ex.meta["family"] != "countdown":  # (a countdown path may leave a number out: a shorter path counts)
+            assert V(ex, ";".join(everywhere[1:] + [answer])).reward == 0.0
+            assert V(ex, ";".join([steps[0], everywhere[0]] + steps[1:] + [answer])).reward == 0.0
+            if len(set(steps)) > 1:
+                assert V(ex, ";".join(everywhere[::-1] + [answer])).reward == 0.0
+
+
 def test_any_valid_countdown_path_counts_and_reusing_a_number_does_not():
     rng = random.Random(7)
     exs = [e for e in _problems(7, n=30, families=("countdown",), countdown_numbers=(3, 3))]

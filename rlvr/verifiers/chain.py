@@ -7,10 +7,10 @@ A completion is a chain of equations ending in an answer, e.g. for ``4738+2965=`
 It is read leniently in layout and strictly in content:
 
 - **layout**: equations anywhere in the text, in order, whatever separates them (``;``, new lines, prose such
-  as "write 3, carry 1"); spaces anywhere; ``×``, ``·``, ``x`` between digits, ``÷`` and Unicode minus signs
-  are the ASCII operators; invisible characters are dropped; the answer is the last ``Answer: N`` (or
-  ``#### N``), alone on the rest of its line but for a full stop, and two different stated answers give none
-  ("Answer: 85 or 86", "Answer: 85; 86" give none);
+  as "write 3, carry 1"), either way round (``8+5=13`` or ``13=8+5``); spaces anywhere; ``×``, ``·``, ``x``
+  between digits, ``÷`` and Unicode minus signs are the ASCII operators; invisible characters are dropped;
+  the answer is the last ``Answer: N`` (or ``#### N``), alone on the rest of its line but for a full stop, and
+  two different stated answers give none ("Answer: 85 or 86", "Answer: 85; 86" give none);
 - **every equation must be true** (integers, ``+ - * /`` with the usual precedence; a division must be exact);
 - **the chain must be the problem's**: for the column families (``add``, ``mul``) the equations must be the
   column steps of the problem in order, each compared as the sum of its terms (``3+6+1=10`` and ``1+6+3=10``
@@ -45,6 +45,9 @@ _FOLD = str.maketrans({"×": "*", "·": "*", "∙": "*", "÷": "/", "−": "-", 
 _INT = r"-?\d{1,12}"
 _END = r"(?!\d|[.,]\d)"  # a number ends there (a full stop may follow; a decimal part may not)
 _EQ = re.compile(rf"(?<![\d.])({_INT}(?:\s*[-+*/]\s*{_INT}){{1,3}})\s*=\s*({_INT}){_END}")
+# the same equation the other way round, ``13 = 8+5``: a lone number, then the expression (not itself followed
+# by another ``=``); read only where no equation of the usual way round is
+_EQ_REVERSED = re.compile(rf"(?<![\d.+*/=-])({_INT})\s*=\s*({_INT}(?:\s*[-+*/]\s*{_INT}){{1,3}}){_END}(?!\s*=)")
 _ANSWER = re.compile(rf"(?:\banswer\b\s*(?:is\s*)?[:=]?|####)\s*({_INT}){_END}", re.IGNORECASE)
 _TIMES_X = re.compile(r"(?<=\d)\s*[xX]\s*(?=\d)")
 
@@ -104,8 +107,12 @@ def read_chain(text: str) -> tuple[list[tuple[str, int, bool]], int | None, str]
     """``([(expression, stated result, true?), ...], stated answer, why there is none)`` of a completion."""
     text = _fold(text[:MAX_CHARS])
     steps = []
-    for m in _EQ.finditer(text):
-        expr, res = m.group(1), int(m.group(2))
+    usual = [(m.start(), m.end(), m.group(1), m.group(2)) for m in _EQ.finditer(text)]
+    taken = [(a, b) for a, b, _, _ in usual]
+    reversed_ = [(m.start(), m.end(), m.group(2), m.group(1)) for m in _EQ_REVERSED.finditer(text)
+                 if not any(a < m.end() and m.start() < b for a, b in taken)]
+    for _, _, expr, res_text in sorted(usual + reversed_):
+        res = int(res_text)
         terms = _terms(expr)
         value = _value(terms) if terms is not None else None
         steps.append((expr, res, value is not None and value == res))
