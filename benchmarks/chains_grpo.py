@@ -32,12 +32,11 @@ def _quantiles(xs: list[float]) -> str:
     return f"{q(0.1):.0f} / {q(0.5):.0f} / {q(0.9):.0f} / {xs[-1]:.0f}"
 
 
-def _families(cfg_path: Path) -> dict[str, str]:
+def _families(cfg) -> dict[str, str]:
     """Held-out example id -> its problem family, from the run's own task config."""
-    from rlvr.config.run import load_config
     from rlvr.run.setup import build_task
 
-    task = build_task(load_config(cfg_path))
+    task = build_task(cfg)
     return {e.id: e.meta.get("family", "?") for e in task.examples("eval")}
 
 
@@ -59,8 +58,8 @@ def report(runs: dict[int, Path]) -> str:
     gains = []
     for seed, run in runs.items():
         summary = json.loads((run / "summary.json").read_text())
-        max_new = load_config(run / "config.yaml").rollout.max_new_tokens
-        fam = _families(run / "config.yaml")
+        cfg = load_config(run / "config.yaml")
+        max_new, fam = cfg.rollout.max_new_tokens, _families(cfg)
         evals = {int(f.stem.split("_")[1]): json.loads(f.read_text()) for f in sorted((run / "eval").glob("step_*.json"))}
         first, last = evals[min(evals)], evals[max(evals)]
         b, a = _eval_row(first, fam, max_new), _eval_row(last, fam, max_new)

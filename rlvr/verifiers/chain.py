@@ -108,9 +108,11 @@ def read_chain(text: str) -> tuple[list[tuple[str, int, bool]], int | None, str]
     text = _fold(text[:MAX_CHARS])
     steps = []
     usual = [(m.start(), m.end(), m.group(1), m.group(2)) for m in _EQ.finditer(text)]
-    taken = [(a, b) for a, b, _, _ in usual]
+    taken = bytearray(len(text))  # the characters an equation of the usual way round covers
+    for a, b, _, _ in usual:
+        taken[a:b] = b"\1" * (b - a)
     reversed_ = [(m.start(), m.end(), m.group(2), m.group(1)) for m in _EQ_REVERSED.finditer(text)
-                 if not any(a < m.end() and m.start() < b for a, b in taken)]
+                 if not any(taken[m.start():m.end()])]
     for _, _, expr, res_text in sorted(usual + reversed_):
         res = int(res_text)
         terms = _terms(expr)

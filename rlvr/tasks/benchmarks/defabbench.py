@@ -88,7 +88,8 @@ def _theory_text(row: dict) -> str:
     if isinstance(theory, str) and theory.strip():
         return theory.strip()
     lines = [str(s) for key in _THEORY_LISTS for s in (row.get(key) or []) if isinstance(row.get(key), list)]
-    facts = (row.get("metadata") or {}).get("facts") if isinstance(row.get("metadata"), dict) else None
+    meta = row.get("metadata")
+    facts = meta.get("facts") if isinstance(meta, dict) else None
     if not lines and isinstance(facts, list):
         lines = [str(f) for f in facts]
     return "\n".join(lines)

@@ -75,9 +75,10 @@ def _file_rows(path: Path, fmt: str, split: str | None) -> Iterator[tuple[str, i
     return _jsonl_rows(path)
 
 
-def read_files(path: str | Path, fmt: str = "auto", split: str | None = None, what: str = "") -> list[list[Row]]:
-    """The rows of ``path`` file by file (one list for a file or a saved dataset; one per data file of a
-    directory, in path order), so a caller can tell a directory's data files from the other files a download
+def read_files(path: str | Path, fmt: str = "auto", split: str | None = None,
+               what: str = "") -> list[tuple[str, list[Row]]]:
+    """``(file, its rows)`` for each file of ``path`` (one for a file or a saved dataset; one per data file of
+    a directory, in path order), so a caller can tell a directory's data files from the other files a download
     holds (summaries, statistics)."""
     path = Path(path).expanduser()
     hint = f" ({what})" if what else ""
@@ -85,7 +86,7 @@ def read_files(path: str | Path, fmt: str = "auto", split: str | None = None, wh
         raise DataError(f"{path}: no such file or directory{hint}")
     if path.is_dir() and (fmt == "hf" or (fmt == "auto" and _is_saved_dataset(path))):
         try:
-            return [[(w, f"{path.name}-{i}", r) for w, i, r in _table_rows(path, "hf", split)]]
+            return [(str(path), [(w, f"{path.name}-{i}", r) for w, i, r in _table_rows(path, "hf", split)])]
         except DataError as e:  # (the dataset task's message names its own field)
             raise DataError(str(e).replace("task.hf_split", "task.split")) from None
     if path.is_dir():
@@ -98,11 +99,11 @@ def read_files(path: str | Path, fmt: str = "auto", split: str | None = None, wh
             raise DataError(f"{path}: neither a saved dataset (datasets.save_to_disk) nor a directory holding "
                             f"{'/'.join(SUFFIXES)} files{' named like ' + repr(split) if split else ''}{hint}")
         many = len(files) > 1
-        return [[(w, f"{p.relative_to(path).with_suffix('').as_posix()}-{i}" if many else f"{p.stem}-{i}", r)
-                 for w, i, r in _file_rows(p, fmt, split)] for p in files]
-    return [[(w, f"{path.stem}-{i}", r) for w, i, r in _file_rows(path, fmt, split)]]
+        return [(str(p), [(w, f"{p.relative_to(path).with_suffix('').as_posix()}-{i}" if many else f"{p.stem}-{i}", r)
+                          for w, i, r in _file_rows(p, fmt, split)]) for p in files]
+    return [(str(path), [(w, f"{path.stem}-{i}", r) for w, i, r in _file_rows(path, fmt, split)])]
 
 
 def read_rows(path: str | Path, fmt: str = "auto", split: str | None = None, what: str = "") -> list[Row]:
     """Every row of ``path`` (see the module doc); ``what`` describes the expected schema in errors."""
-    return [row for rows in read_files(path, fmt, split, what) for row in rows]
+    return [row for _, rows in read_files(path, fmt, split, what) for row in rows]

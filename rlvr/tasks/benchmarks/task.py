@@ -18,7 +18,6 @@ sampler weights, group scoring and saved state pass through. ``rlvr eval --bench
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Any, Literal, Sequence
 
@@ -32,7 +31,7 @@ from rlvr.registry import Params
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.tasks.benchmarks.reader import read_files
 from rlvr.tasks.dataset import DataError
-from rlvr.tasks.benchmarks.spec import BENCHMARKS, NAMES, SchemaError, unique_ids
+from rlvr.tasks.benchmarks.spec import BENCHMARKS, NAMES, SchemaError, require, unique_ids
 
 __all__ = ["BenchmarkParams", "HeldOutTask", "benchmark_task", "benchmark_examples"]
 
@@ -86,13 +85,14 @@ def benchmark_examples(p: BenchmarkParams) -> list[Example]:
     files = read_files(p.path, p.format, p.split, what=f"benchmark {bench.name} expects {bench.schema()}")
     out: list[Example] = []
     passed: list[tuple[str, SchemaError]] = []
-    for rows in files:
-        try:
-            out += bench.load(rows, p, bench)
-        except SchemaError as e:
-            if len(files) == 1 or not rows or not str(e).startswith(f"{rows[0][0]}:"):
-                raise
-            passed.append((re.sub(r"(:\d+| item \d+| row \d+)$", "", rows[0][0]), e))
+    for source, rows in files:
+        if len(files) > 1 and rows:
+            try:
+                require(bench, rows[0][0], rows[0][2])
+            except SchemaError as e:
+                passed.append((source, e))
+                continue
+        out += bench.load(rows, p, bench)
     if passed and not out:
         raise passed[0][1]
     if not out:
