@@ -13,11 +13,21 @@ completions, equal for every method) and the claims ``benchmarks/leaderboard/cla
 method's paper claims against GRPO). The page (:mod:`rlvr.compare.markdown`) holds the final held-out avg@4
 with intervals, pass@k, greedy accuracy, mean length, tokens generated and wall time per run, the paired
 difference from GRPO with its p-values, the learning curves as a picture, and a verdict per claim.
+
+The board's runs live in ``benchmarks/leaderboard/board`` and their results are kept in the repository (each
+run's config, metrics, held-out evaluations and summary; checkpoints and the copied start are not, see
+.gitignore): a finished run is told by its summary, so a board continued from another checkout or machine
+skips the runs already kept and the page can be regenerated from them. Runs are only comparable from the same
+start, so ``board/start.json`` records, per seed, a digest of the start's weights; a machine whose start comes
+out different (another CPU's kernels, other library versions) may add whole seeds but not runs to a seed begun
+from another start.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -33,11 +43,55 @@ METHODS = ["delta_l", "balanced", "luspo", "lite_ppo", "ucas", "cepo", "grpo_sg"
 HERE = ROOT / "benchmarks" / "leaderboard"
 
 
+def start_digest(start: Path) -> str:
+    """sha256 over the start's weight files (names and bytes)."""
+    h = hashlib.sha256()
+    files = sorted(f for f in start.rglob("*.safetensors") if f.is_file())
+    if not files:
+        raise SystemExit(f"no weights found under the shared start {start}")
+    for f in files:
+        h.update(str(f.relative_to(start)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+class StartCheck:
+    """Which start each seed's runs came from, kept as ``start.json`` (per seed: the start's key and weight
+    digest). A machine rebuilds the shared start when it has none cached, and another CPU's kernels or other
+    library versions can give other weights; the runs of one seed must all start from the same weights (the
+    paired comparisons pair runs of a seed), so a run whose start differs from its seed's kept runs is
+    removed and the board stops, saying how to go on."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.kept = json.loads(path.read_text()) if path.is_file() else {"seeds": {}}
+
+    def check_run(self, run_dir: Path, seed: int) -> None:
+        rec = json.loads((run_dir / "summary.json").read_text()).get("sft_start") or {}
+        if not rec.get("path"):
+            return
+        mine = {"key": rec["key"], "weights_sha256": start_digest(Path(rec["path"]))}
+        kept = self.kept["seeds"].get(str(seed))
+        if kept is None:
+            self.kept["seeds"][str(seed)] = mine
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(self.kept, indent=2) + "\n")
+        elif kept["weights_sha256"] != mine["weights_sha256"]:
+            import shutil
+
+            shutil.rmtree(run_dir)  # not kept beside its seed's runs from the other start
+            raise SystemExit(
+                f"this machine's shared start ({rec['path']}, weights sha256 {mine['weights_sha256'][:16]}) differs "
+                f"from the one seed {seed}'s kept runs started from (sha256 {kept['weights_sha256'][:16]}, "
+                f"{self.path}): finish seed {seed} on a machine that rebuilds that start (the same CPU kind, the "
+                f"versions of constraints.txt, 2 threads), or delete seed {seed}'s runs (runs/*/seed{seed}) and its "
+                "entry in start.json to run the whole seed again here")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--methods", nargs="+", default=BASELINES + METHODS, help="recipes (the first is the baseline)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "leaderboard", help="the board's runs")
+    ap.add_argument("--out", type=Path, default=HERE / "board", help="the board's runs")
     ap.add_argument("--config", type=Path, default=HERE / "chains.yaml", help="the shared config")
     ap.add_argument("--claims", type=Path, default=HERE / "claims.yaml")
     ap.add_argument("--page", type=Path, default=ROOT / "docs" / "leaderboard.md")
@@ -56,8 +110,14 @@ def main(argv: list[str] | None = None) -> None:
         cfgs = {v.name: variant_config(v, args.seeds[0], args.out, args.config, args.overrides) for v in variants}
         write_report(args.out, variants, args.seeds, check_budgets(cfgs, True))
     else:
-        run_compare(variants, args.seeds, args.out, args.config, args.overrides, False,
-                    lambda kind, name, seed, run_dir: print(f"{kind} {name} seed {seed} ({run_dir})", flush=True))
+        start = StartCheck(args.out / "start.json")
+
+        def event(kind: str, name: str, seed: int, run_dir: Path) -> None:
+            print(f"{kind} {name} seed {seed} ({run_dir})", flush=True)
+            if kind == "done":
+                start.check_run(run_dir, seed)
+
+        run_compare(variants, args.seeds, args.out, args.config, args.overrides, False, event)
     cfg0 = variant_config(variants[0], args.seeds[0], args.out, args.config, args.overrides)
     command = "python benchmarks/leaderboard.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
     rows = write_markdown(args.page, collect(args.out, variants, args.seeds),

@@ -261,3 +261,54 @@ def test_a_comparison_continues_from_any_directory(tmp_path, monkeypatch):
                                  "--samples", "1", "--output", str(there / "e.json")])
     assert r.exit_code == 0, r.output
     assert json.loads((there / "e.json").read_text())["task"] == "jsonl"
+
+
+def test_a_finished_run_is_told_by_its_summary_not_its_checkpoints(comparison, tmp_path):
+    """A comparison whose finished runs lost their checkpoints (deleted to save space, or never copied) skips
+    them all and reports the same finals; a run without a summary is started again, not taken as done."""
+    import shutil
+
+    out = tmp_path / "cmp"
+    shutil.copytree(comparison[0], out)
+    for ckpts in out.glob("runs/*/seed*/checkpoints"):
+        shutil.rmtree(ckpts)
+    events = []
+    results = run_compare(VARIANTS, [0, 1], out, overrides=TINY, on_event=lambda *e: events.append(e[:3]))
+    assert events == [("skip", v, s) for s in (0, 1) for v in ("grpo", "dr_grpo")]
+    assert results["final"] == comparison[2][-1]["final"]
+    (out / "runs/dr_grpo/seed1/summary.json").unlink()
+    events.clear()
+    run_compare(VARIANTS, [0, 1], out, overrides=TINY, on_event=lambda *e: events.append(e[:3]))
+    assert events[-2:] == [("start", "dr_grpo", 1), ("done", "dr_grpo", 1)]
+    assert events[:3] == [("skip", "grpo", 0), ("skip", "dr_grpo", 0), ("skip", "grpo", 1)]
+
+
+def test_a_comparison_kept_beside_its_config_moves_with_it(tmp_path):
+    """compare.json names the shared config relative to OUT, so a project holding both (a repository checked
+    out elsewhere) continues its comparison from the new place after the old one is gone; a plan written
+    with absolute paths (as older versions wrote it) still continues."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "shared.yaml").write_text("optim: {lr: 0.01}\n")
+    run_compare(VARIANTS, [0], proj / "board", base=proj / "shared.yaml", overrides=TINY)
+    assert json.loads((proj / "board" / "compare.json").read_text())["base"] == "../shared.yaml"
+    moved = tmp_path / "elsewhere" / "proj"
+    shutil.copytree(proj, moved)
+    shutil.rmtree(proj)
+    events = []
+    run_compare(VARIANTS, [0], moved / "board", base=moved / "shared.yaml", overrides=TINY,
+                on_event=lambda *e: events.append(e[:3]))
+    assert events == [("skip", "grpo", 0), ("skip", "dr_grpo", 0)]
+    r = CliRunner().invoke(app, ["report", str(moved / "board")])
+    assert r.exit_code == 0, r.output
+    plan = json.loads((moved / "board" / "compare.json").read_text())
+    (moved / "board" / "compare.json").write_text(json.dumps({**plan, "base": str(moved / "shared.yaml")}))
+    events.clear()
+    run_compare(VARIANTS, [0], moved / "board", base=moved / "shared.yaml", overrides=TINY,
+                on_event=lambda *e: events.append(e[:3]))
+    assert events == [("skip", "grpo", 0), ("skip", "dr_grpo", 0)]
+    (tmp_path / "other.yaml").write_text("optim: {lr: 0.01}\n")  # the same settings, another file
+    with pytest.raises(CompareError, match="different comparison"):
+        run_compare(VARIANTS, [0], moved / "board", base=tmp_path / "other.yaml", overrides=TINY)

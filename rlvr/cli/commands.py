@@ -248,10 +248,11 @@ def report(path: Annotated[Path, typer.Argument(help="a run directory (or a comp
 
     try:
         if (path / "compare.json").is_file():
-            from rlvr.compare import Variant, write_report
+            from rlvr.compare import write_report
+            from rlvr.compare.variants import read_plan
 
-            plan = json.loads((path / "compare.json").read_text())
-            results = write_report(path, [Variant(**v) for v in plan["variants"]], plan["seeds"])
+            plan = read_plan(path)
+            results = write_report(path, plan["variants"], plan["seeds"])
             from rlvr.cli.compare import print_comparison
 
             print_comparison(results)

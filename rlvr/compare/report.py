@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.compare.aggregate import RunData, costs, curve, final_metrics, heldout_curve, load_run, significance
-from rlvr.compare.variants import Variant, rollout_budget, run_dir_of, variant_config
+from rlvr.compare.variants import Variant, read_plan, rollout_budget, run_dir_of, variant_config
 from rlvr.eval.output import json_safe
 from rlvr.report.html import fmt, fmt_ci, page, section, table
 from rlvr.report.svg import PALETTE, Series, interval_chart, line_chart
@@ -34,7 +34,7 @@ _TESTS = (
 
 
 def collect(out: Path, variants: list[Variant], seeds: list[int]) -> dict[str, list[RunData]]:
-    plan = json.loads((out / "compare.json").read_text()) if (out / "compare.json").is_file() else {}
+    plan = read_plan(out)
     runs: dict[str, list[RunData]] = {}
     for v in variants:
         runs[v.name] = []
@@ -152,7 +152,7 @@ def _runs_table(runs: dict[str, list[RunData]], out: Path) -> str:
 def write_report(out: str | Path, variants: list[Variant], seeds: list[int], warnings: list[str] | None = None) -> dict:
     """Aggregate the runs under ``out`` into ``report.html`` and ``results.json``; returns the results."""
     out = Path(out)
-    plan = json.loads((out / "compare.json").read_text()) if (out / "compare.json").is_file() else {}
+    plan = read_plan(out)
     runs = collect(out, variants, seeds)
     cfg0 = variant_config(variants[0], seeds[0], out, plan.get("base"), plan.get("overrides"))
     budget = {v.name: rollout_budget(variant_config(v, seeds[0], out, plan.get("base"), plan.get("overrides")))

@@ -15,12 +15,14 @@ more; the report counts what was generated); a mismatch is refused unless explic
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 from rlvr.compare.report import write_report
-from rlvr.compare.variants import CompareError, Variant, make_variants, rollout_budget, run_dir_of, variant_config
+from rlvr.compare.variants import (CompareError, Variant, make_variants, read_plan, rollout_budget, run_dir_of,
+                                   variant_config)
 from rlvr.config.run import RunConfig, load_config
 
 __all__ = ["Variant", "make_variants", "variant_config", "rollout_budget", "check_budgets", "run_status",
@@ -53,37 +55,47 @@ def _comparable(cfg: RunConfig) -> dict[str, Any]:
 
 
 def run_status(run_dir: Path, cfg: RunConfig) -> str:
-    """``done``, ``resume`` (a checkpoint exists) or ``fresh``; refuses a run directory with another config."""
+    """``done`` (its summary says it trained every step; checkpoints are not needed), ``resume`` (a checkpoint
+    exists) or ``fresh``; refuses a run directory with another config."""
     from rlvr.run.checkpoint import latest_checkpoint
 
     if not (run_dir / "config.yaml").is_file():
-        return "fresh"
-    try:
-        ckpt = latest_checkpoint(run_dir)
-    except FileNotFoundError:
         return "fresh"
     have = load_config(run_dir / "config.yaml")
     if _comparable(have) != _comparable(cfg):
         raise CompareError(f"{run_dir} was made with a different config than this comparison asks for; "
                            f"choose another --out")
-    step = int(ckpt.name.split("_")[-1])
     summary = run_dir / "summary.json"
-    if step >= cfg.train.steps and have.train.steps == cfg.train.steps and summary.is_file() \
+    # a finished run is told by its summary, so its checkpoints may be deleted (or never copied) to save space
+    if have.train.steps == cfg.train.steps and summary.is_file() \
             and json.loads(summary.read_text()).get("steps") == cfg.train.steps:
         return "done"
+    try:
+        latest_checkpoint(run_dir)
+    except FileNotFoundError:
+        return "fresh"
     return "resume"
 
 
-def _plan(variants: list[Variant], seeds: list[int], base, overrides) -> dict[str, Any]:
-    return {"variants": [asdict(v) for v in variants], "seeds": list(seeds),
-            "base": str(Path(base).resolve()) if base else None, "overrides": list(overrides or [])}
+def _plan(variants: list[Variant], seeds: list[int], base, overrides, out: Path) -> dict[str, Any]:
+    """The plan as ``compare.json`` keeps it: files relative to ``out`` (see :func:`plan_path`), so a comparison
+    kept beside its config (in a repository, say) continues from another checkout or machine."""
+    variants = [{**asdict(v), "config": _relative(v.config, out)} for v in variants]
+    return {"variants": variants, "seeds": list(seeds), "base": _relative(base, out),
+            "overrides": list(overrides or [])}
+
+
+def _relative(path, out: Path) -> str | None:
+    return os.path.relpath(Path(path).resolve(), Path(out).resolve()) if path else None
 
 
 def _check_plan(out: Path, plan: dict[str, Any]) -> None:
     path = out / "compare.json"
     if path.is_file():
-        old = json.loads(path.read_text())
-        if {k: old.get(k) for k in plan} != plan:
+        old, new = read_plan(out), {**plan, "base": str((out / plan["base"]).resolve()) if plan["base"] else None,
+                                    "variants": [Variant(**{**v, "config": str((out / v["config"]).resolve())
+                                                            if v["config"] else None}) for v in plan["variants"]]}
+        if {k: old.get(k) for k in new} != new:
             raise CompareError(f"{out} holds a different comparison ({path}); rerun it with the same arguments "
                                f"to continue it, or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
@@ -106,7 +118,7 @@ def run_compare(variants: list[Variant], seeds: list[int], out: str | Path, base
         raise CompareError("no seeds given")
     cfgs = {(v.name, s): variant_config(v, s, out, base, overrides) for v in variants for s in seeds}
     warnings = check_budgets({v.name: cfgs[(v.name, seeds[0])] for v in variants}, allow_budget_mismatch)
-    _check_plan(out, _plan(variants, seeds, base, overrides))
+    _check_plan(out, _plan(variants, seeds, base, overrides, out))
     note = on_event or (lambda *a: None)
     for seed in seeds:
         for v in variants:

@@ -6,6 +6,7 @@ them back), so the report does not import the runner.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import yaml
 
 from rlvr.config.run import RunConfig, load_config
 
-__all__ = ["CompareError", "Variant", "make_variants", "run_dir_of", "variant_config", "rollout_budget"]
+__all__ = ["CompareError", "Variant", "make_variants", "run_dir_of", "variant_config", "rollout_budget", "read_plan"]
 
 
 class CompareError(ValueError):
@@ -38,6 +39,23 @@ def make_variants(recipes: list[str] | None, configs: list[str | Path] | None) -
     if dup:
         raise CompareError(f"variant names must differ; repeated: {', '.join(dup)} (rename a YAML file)")
     return variants
+
+
+def read_plan(out: str | Path) -> dict:
+    """``OUT/compare.json`` with its files resolved (kept relative to ``out``; older plans hold absolute paths),
+    its variants as :class:`Variant`; empty when there is none."""
+    out = Path(out)
+    path = out / "compare.json"
+    if not path.is_file():
+        return {}
+    plan = json.loads(path.read_text())
+
+    def where(p: str | None) -> str | None:
+        return str((out / p).resolve()) if p else None
+
+    plan["base"] = where(plan.get("base"))
+    plan["variants"] = [Variant(**{**v, "config": where(v.get("config"))}) for v in plan.get("variants", [])]
+    return plan
 
 
 def run_dir_of(out: Path, variant: Variant, seed: int) -> Path:

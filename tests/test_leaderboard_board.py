@@ -1,0 +1,74 @@
+"""The leaderboard's kept board (benchmarks/leaderboard.py): which files of a run the repository keeps, and the
+check that every run of one seed started from the same weights."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _board_module():
+    spec = importlib.util.spec_from_file_location("leaderboard_script", ROOT / "benchmarks" / "leaderboard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(tmp: Path, name: str, seed: int, start: Path) -> Path:
+    run = tmp / "board" / "runs" / name / f"seed{seed}"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"steps": 2, "sft_start": {"key": "k", "path": str(start)}}))
+    return run
+
+
+def _start(tmp: Path, name: str, weights: bytes) -> Path:
+    d = tmp / name / "model"
+    d.mkdir(parents=True)
+    (d / "model.safetensors").write_bytes(weights)
+    (d / "config.json").write_text("{}")  # not weights: not in the digest
+    return d.parent
+
+
+def test_a_seed_takes_runs_from_one_start_only(tmp_path):
+    mod = _board_module()
+    a, same, other = (_start(tmp_path, n, w) for n, w in (("a", b"W1"), ("same", b"W1"), ("other", b"W2")))
+    (same / "model" / "config.json").write_text('{"x": 1}')
+    check = mod.StartCheck(tmp_path / "board" / "start.json")
+    check.check_run(_run(tmp_path, "grpo", 0, a), 0)
+    kept = json.loads((tmp_path / "board" / "start.json").read_text())
+    assert list(kept["seeds"]) == ["0"] and kept["seeds"]["0"]["weights_sha256"] == mod.start_digest(a)
+    check.check_run(_run(tmp_path, "dapo", 0, same), 0)  # equal weights, another copy: accepted
+    check.check_run(_run(tmp_path, "grpo", 1, other), 1)  # another seed may start elsewhere
+    # a later invocation (another machine) reads the kept record
+    again = mod.StartCheck(tmp_path / "board" / "start.json")
+    bad = _run(tmp_path, "gspo", 0, other)
+    with pytest.raises(SystemExit, match="seed 0"):
+        again.check_run(bad, 0)
+    assert not bad.exists()  # not left beside the seed's runs from the other start
+    assert (tmp_path / "board" / "runs" / "dapo" / "seed0").is_dir()
+    assert mod.start_digest(a) != mod.start_digest(other)
+    shutil.rmtree(a / "model")
+    (a / "model").mkdir()
+    with pytest.raises(SystemExit, match="no weights"):
+        mod.start_digest(a)
+
+
+def test_the_repository_keeps_a_runs_results_not_its_checkpoints():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs the git checkout")
+    run = "benchmarks/leaderboard/board/runs/grpo/seed0"
+    kept = [f"{run}/config.yaml", f"{run}/metrics.jsonl", f"{run}/summary.json", f"{run}/eval/step_80.json",
+            "benchmarks/leaderboard/board/compare.json", "benchmarks/leaderboard/board/start.json"]
+    dropped = [f"{run}/checkpoints/step_80/model/model.safetensors", f"{run}/warmup/state.json", f"{run}/.lock",
+               f"{run}/reference/model.safetensors", f"{run}/plot.png", f"{run}/completions.jsonl",
+               "benchmarks/leaderboard/board/report.html", "runs/leaderboard/runs/grpo/seed0/summary.json"]
+    out = subprocess.run(["git", "check-ignore", "--no-index", *kept, *dropped], cwd=ROOT, capture_output=True,
+                         text=True).stdout.split()
+    assert sorted(out) == sorted(dropped)
