@@ -87,6 +87,24 @@ class StartCheck:
                 "entry in start.json to run the whole seed again here")
 
 
+ABOUT = ("What this budget can show, what it cannot, and why it is counted in RL steps: benchmarks/README.md, "
+         "section `leaderboard.py`. The runs behind this page are kept in `benchmarks/leaderboard/board` (each "
+         "run's config, metrics, held-out evaluations and summary; `start.json`: the start each seed began from).")
+
+
+def status_text(runs: dict, seeds: list[int]) -> str:
+    """How far the board is: finished runs per seed, and what a partial board's verdicts are worth."""
+    done = {s: sum(1 for rs in runs.values() for r in rs if r.seed == s and r.final is not None) for s in seeds}
+    total = len(runs) * len(seeds)
+    n = sum(done.values())
+    per_seed = ", ".join(f"seed {s}: {d} of {len(runs)}" for s, d in done.items())
+    if n == total:
+        return f"Status: complete, all {total} runs finished ({per_seed})."
+    return (f"Status: **in progress**, {n} of {total} runs finished ({per_seed}). Until every seed is in, a row "
+            "stands on the seeds it has: its interval and the p over prompts show evaluation noise only, not the "
+            "spread between training runs, so verdicts are provisional.")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--methods", nargs="+", default=BASELINES + METHODS, help="recipes (the first is the baseline)")
@@ -120,8 +138,9 @@ def main(argv: list[str] | None = None) -> None:
         run_compare(variants, args.seeds, args.out, args.config, args.overrides, False, event)
     cfg0 = variant_config(variants[0], args.seeds[0], args.out, args.config, args.overrides)
     command = "python benchmarks/leaderboard.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
-    rows = write_markdown(args.page, collect(args.out, variants, args.seeds),
-                          setup_text(cfg0, len(variants), args.seeds, variants[0].name), read_claims(args.claims),
+    runs = collect(args.out, variants, args.seeds)
+    rows = write_markdown(args.page, runs, setup_text(cfg0, len(variants), args.seeds, variants[0].name) + "\n\n"
+                          + status_text(runs, args.seeds) + "\n\n" + ABOUT, read_claims(args.claims),
                           command, "Leaderboard")
     done = sum(1 for r in rows.values() if len(r["seeds"]) == len(args.seeds))
     print(f"{args.page}: {done} of {len(rows)} methods finished on every seed")
