@@ -105,6 +105,18 @@ def status_text(runs: dict, seeds: list[int]) -> str:
             "spread between training runs, so verdicts are provisional.")
 
 
+def compact(run_dir: Path, final_step: int) -> None:
+    """Drop the per-prompt records of a finished run's intermediate evaluations: the page reads only their
+    scores (the learning curves); the start's and the final evaluation keep theirs, answers included, for the
+    paired tests and for anyone who re-checks the verdicts. A run's kept files are then about 250 KB, not 500."""
+    from rlvr.eval.output import write_eval
+
+    for f in sorted((run_dir / "eval").glob("step_*.json")):
+        d = json.loads(f.read_text())
+        if d.get("step") not in (0, final_step) and d.pop("per_prompt", None) is not None:
+            write_eval(d, f)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--methods", nargs="+", default=BASELINES + METHODS, help="recipes (the first is the baseline)")
@@ -134,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{kind} {name} seed {seed} ({run_dir})", flush=True)
             if kind == "done":
                 start.check_run(run_dir, seed)
+                compact(run_dir, json.loads((run_dir / "summary.json").read_text())["steps"])
 
         run_compare(variants, args.seeds, args.out, args.config, args.overrides, False, event)
     cfg0 = variant_config(variants[0], args.seeds[0], args.out, args.config, args.overrides)

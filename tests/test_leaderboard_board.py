@@ -72,3 +72,28 @@ def test_the_repository_keeps_a_runs_results_not_its_checkpoints():
     out = subprocess.run(["git", "check-ignore", "--no-index", *kept, *dropped], cwd=ROOT, capture_output=True,
                          text=True).stdout.split()
     assert sorted(out) == sorted(dropped)
+
+
+def test_compact_keeps_the_scores_and_the_final_records(tmp_path):
+    from rlvr.compare.aggregate import final_metrics, heldout_curve, load_run
+    from rlvr.eval.output import write_eval
+
+    mod = _board_module()
+    run = tmp_path / "run"
+    (run / "metrics.jsonl").parent.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
+    (run / "summary.json").write_text(json.dumps({"steps": 4}))
+    for step, acc in ((0, 0.25), (2, 0.5), (4, 0.75)):
+        rows = [{"id": f"p{i}", "correct": [float(i < 4 * acc)] * 2, "reward": [float(i < 4 * acc)] * 2,
+                 "length": [3, 5], "answers": ["x", "y"]} for i in range(4)]
+        write_eval({"step": step, "accuracy": acc, "samples": 2, "per_prompt": rows}, run / "eval" / f"step_{step:06d}.json")
+    before = final_metrics([load_run(run, 0, 4)])
+    mod.compact(run, 4)
+    mod.compact(run, 4)  # again: nothing more to drop
+    evals = {s: json.loads((run / "eval" / f"step_{s:06d}.json").read_text()) for s in (0, 2, 4)}
+    assert "per_prompt" not in evals[2] and evals[2]["accuracy"] == 0.5
+    assert evals[0]["per_prompt"][0]["answers"] == ["x", "y"] and len(evals[4]["per_prompt"]) == 4
+    r = load_run(run, 0, 4)
+    assert heldout_curve([r])[:2] == ([0, 2, 4], [0.25, 0.5, 0.75])
+    after = final_metrics([r])
+    assert after["mean"] == before["mean"] and after["ci95"] == before["ci95"] and after["mean"]["accuracy"] == 0.75
