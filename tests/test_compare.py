@@ -231,6 +231,23 @@ def test_significance_and_finals_against_hand_computation():
     assert "significant" not in _verdict(s).replace("not significant", "")
 
 
+def test_a_shared_start_is_charged_once_not_to_every_run():
+    """The run that built the shared start counts its warm-up; a run that reused it counts only its RL (its
+    summary's sft_seconds is the stored start's own record, so adding it would charge the start to every run)."""
+    from rlvr.compare.aggregate import costs
+
+    start = {"key": "k", "path": "/starts/k"}
+    built, reused = (_synthetic_run(s, {"p": [1, 0]}) for s in (0, 1))
+    built.summary.update(rl_seconds=100.0, sft_seconds=900.0, sft_start={**start, "reused": False})
+    reused.summary.update(rl_seconds=120.0, sft_seconds=900.0, sft_start={**start, "reused": True})
+    c = costs([built, reused])
+    assert c["seconds_per_run"] == pytest.approx((1000.0 + 120.0) / 2)
+    assert c["rl_seconds_per_run"] == pytest.approx(110.0) and c["seconds_total"] == pytest.approx(1120.0)
+    plain = _synthetic_run(2, {"p": [1, 0]})  # its own warm-up, no cache
+    plain.summary.update(rl_seconds=50.0, sft_seconds=30.0, sft_start=None)
+    assert costs([plain])["seconds_per_run"] == pytest.approx(80.0)
+
+
 def test_a_comparison_continues_from_any_directory(tmp_path, monkeypatch):
     """A shared config with a data file beside it and a variant file in another folder, run from a third
     directory: every run's config.yaml names the data file absolute (the shared file's paths beside it, not

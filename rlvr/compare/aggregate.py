@@ -133,12 +133,20 @@ def significance(base: list[RunData], other: list[RunData], metric: str = "accur
     }
 
 
+def _own_sft_seconds(summary: dict[str, Any]) -> float:
+    """The warm-up time a run spent itself: none when it reused a shared start (its summary's ``sft_seconds``
+    is then the stored start's own record; the start was paid for once, by the run that built it)."""
+    if (summary.get("sft_start") or {}).get("reused"):
+        return 0.0
+    return float(summary.get("sft_seconds", 0.0))
+
+
 def costs(runs: list[RunData]) -> dict[str, Any]:
     """Wall-clock, generated tokens and completions per finished run (means) and in total."""
     done = [r for r in runs if r.summary]
     if not done:
         return {"runs": 0}
-    secs = [float(r.summary.get("rl_seconds", 0.0)) + float(r.summary.get("sft_seconds", 0.0)) for r in done]
+    secs = [float(r.summary.get("rl_seconds", 0.0)) + _own_sft_seconds(r.summary) for r in done]
     rl = [float(r.summary.get("rl_seconds", 0.0)) for r in done]
     toks = [run_tokens(r.metrics) for r in done]
     comps = [sum(float(m.get("rollouts/spent", m.get("rollout/completions_generated", m.get("completions", 0.0)))) for m in r.metrics)
