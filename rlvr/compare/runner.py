@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlvr.compare.report import write_report
-from rlvr.compare.variants import (CompareError, Variant, make_variants, read_plan, rollout_budget, run_dir_of,
-                                   variant_config)
+from rlvr.compare.variants import (CompareError, Variant, make_variants, read_plan, resolve_plan, rollout_budget,
+                                   run_dir_of, variant_config)
 from rlvr.config.run import RunConfig, load_config
 
 __all__ = ["Variant", "make_variants", "variant_config", "rollout_budget", "check_budgets", "run_status",
@@ -78,7 +78,7 @@ def run_status(run_dir: Path, cfg: RunConfig) -> str:
 
 
 def _plan(variants: list[Variant], seeds: list[int], base, overrides, out: Path) -> dict[str, Any]:
-    """The plan as ``compare.json`` keeps it: files relative to ``out`` (see :func:`plan_path`), so a comparison
+    """The plan as ``compare.json`` keeps it: files relative to ``out`` (read back by :func:`rlvr.compare.variants.read_plan`), so a comparison
     kept beside its config (in a repository, say) continues from another checkout or machine."""
     variants = [{**asdict(v), "config": _relative(v.config, out)} for v in variants]
     return {"variants": variants, "seeds": list(seeds), "base": _relative(base, out),
@@ -92,9 +92,7 @@ def _relative(path, out: Path) -> str | None:
 def _check_plan(out: Path, plan: dict[str, Any]) -> None:
     path = out / "compare.json"
     if path.is_file():
-        old, new = read_plan(out), {**plan, "base": str((out / plan["base"]).resolve()) if plan["base"] else None,
-                                    "variants": [Variant(**{**v, "config": str((out / v["config"]).resolve())
-                                                            if v["config"] else None}) for v in plan["variants"]]}
+        old, new = read_plan(out), resolve_plan(plan, out)
         if {k: old.get(k) for k in new} != new:
             raise CompareError(f"{out} holds a different comparison ({path}); rerun it with the same arguments "
                                f"to continue it, or choose another --out")

@@ -14,7 +14,8 @@ import yaml
 
 from rlvr.config.run import RunConfig, load_config
 
-__all__ = ["CompareError", "Variant", "make_variants", "run_dir_of", "variant_config", "rollout_budget", "read_plan"]
+__all__ = ["CompareError", "Variant", "make_variants", "run_dir_of", "variant_config", "rollout_budget", "read_plan",
+           "resolve_plan"]
 
 
 class CompareError(ValueError):
@@ -41,21 +42,20 @@ def make_variants(recipes: list[str] | None, configs: list[str | Path] | None) -
     return variants
 
 
-def read_plan(out: str | Path) -> dict:
-    """``OUT/compare.json`` with its files resolved (kept relative to ``out``; older plans hold absolute paths),
-    its variants as :class:`Variant`; empty when there is none."""
-    out = Path(out)
-    path = out / "compare.json"
-    if not path.is_file():
-        return {}
-    plan = json.loads(path.read_text())
-
+def resolve_plan(plan: dict, out: str | Path) -> dict:
+    """A plan as ``compare.json`` keeps it (files relative to ``out``; older plans hold absolute paths) with its
+    files resolved and its variants as :class:`Variant`."""
     def where(p: str | None) -> str | None:
-        return str((out / p).resolve()) if p else None
+        return str((Path(out) / p).resolve()) if p else None
 
-    plan["base"] = where(plan.get("base"))
-    plan["variants"] = [Variant(**{**v, "config": where(v.get("config"))}) for v in plan.get("variants", [])]
-    return plan
+    return {**plan, "base": where(plan.get("base")),
+            "variants": [Variant(**{**v, "config": where(v.get("config"))}) for v in plan.get("variants", [])]}
+
+
+def read_plan(out: str | Path) -> dict:
+    """``OUT/compare.json`` resolved (:func:`resolve_plan`); empty when there is none."""
+    path = Path(out) / "compare.json"
+    return resolve_plan(json.loads(path.read_text()), out) if path.is_file() else {}
 
 
 def run_dir_of(out: Path, variant: Variant, seed: int) -> Path:
