@@ -108,7 +108,7 @@ def status_text(runs: dict, seeds: list[int]) -> str:
 def compact(run_dir: Path, final_step: int) -> None:
     """Drop the per-prompt records of a finished run's intermediate evaluations: the page reads only their
     scores (the learning curves); the start's and the final evaluation keep theirs, answers included, for the
-    paired tests and for anyone who re-checks the verdicts. A run's kept files are then about 250 KB, not 500."""
+    paired tests and for anyone who re-checks the verdicts. A run's kept files are then about 300 KB, not 500."""
     from rlvr.eval.output import write_eval
 
     for f in sorted((run_dir / "eval").glob("step_*.json")):
