@@ -8,20 +8,19 @@ slow call), 2 bad input (an unknown task, verifier or family, a bad config), as 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from rlvr.cli.common import console, fail
+
 __all__ = ["audit"]
 
-console = Console(stderr=True)
 
-
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    fail(msg, code)
 
 
 def _verifier_params(sets: list[str]) -> dict:

@@ -10,7 +10,6 @@ Start-up is kept fast: this module imports only typer and rich, and each command
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -25,14 +24,13 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
                   help="rlvr: reinforcement learning from verifiable rewards.")
-console = Console(stderr=True)
-
+from rlvr.cli.common import SetOpt, console  # noqa: E402
+from rlvr.cli.common import fail as _fail  # noqa: E402
 from rlvr.cli.mounts import mount_subcommands  # noqa: E402
 
 mount_subcommands(app)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="override, e.g. optim.lr=1e-4 (repeatable)")]
 OutOpt = Annotated[Optional[Path], typer.Option("--out", "-o", help="run directory (default: runs/<time>)")]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="shortcut for --set seed=N")]
 RecipeOpt = Annotated[Optional[str], typer.Option("--recipe", "-r", help="start from a method's recipe (see `rlvr recipes`)")]
@@ -81,11 +79,6 @@ def _run_errors() -> tuple[type[Exception], ...]:
     from rlvr.run.rundir import RunDirBusy
     from rlvr.run.checkpoint import CheckpointError
     return ScoringError, RunDirBusy, CheckpointError
-
-
-def _fail(msg: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @app.command()

@@ -11,20 +11,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from rlvr.cli.common import SetOpt, console
+from rlvr.cli.common import fail as _fail
 from rlvr.cli.quiet import quiet_libraries
 
 __all__ = ["compare", "print_comparison", "read_claims"]
-
-console = Console(stderr=True)
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="override, e.g. optim.lr=1e-4 (repeatable)")]
-
-
-def _fail(msg: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def read_claims(path: Path) -> dict:

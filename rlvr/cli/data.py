@@ -9,26 +9,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rlvr.cli.common import console, fail
+
 __all__ = ["app", "merge", "print_report"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Data pipeline: dedup, benchmark-overlap removal, label re-verification (docs/data.md).")
-console = Console(stderr=True)
 
 _LABELS = {"malformed": "malformed lines", "benchmark_overlap": "benchmark overlap", "wrong_label": "wrong labels",
            "ambiguous": "ambiguous labels", "exact_duplicate": "exact duplicates", "near_duplicate": "near duplicates"}
 
 
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    fail(msg, code)
 
 
 @app.callback()
