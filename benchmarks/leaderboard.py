@@ -129,16 +129,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--report-only", action="store_true", help="rewrite the page from the runs so far")
     args = ap.parse_args(argv)
 
-    from rlvr.cli.compare import read_claims, setup_text
-    from rlvr.compare import make_variants, run_compare, write_report
-    from rlvr.compare.markdown import write_markdown
-    from rlvr.compare.report import collect
-    from rlvr.compare.runner import check_budgets, variant_config
+    from rlvr.compare import make_variants, rewrite_report, run_compare
+    from rlvr.compare.markdown import read_claims, write_page
 
     variants = make_variants(args.methods, None)
     if args.report_only:
-        cfgs = {v.name: variant_config(v, args.seeds[0], args.out, args.config, args.overrides) for v in variants}
-        write_report(args.out, variants, args.seeds, check_budgets(cfgs, True))
+        rewrite_report(variants, args.seeds, args.out, args.config, args.overrides)
     else:
         start = StartCheck(args.out / "start.json")
 
@@ -149,12 +145,9 @@ def main(argv: list[str] | None = None) -> None:
                 compact(run_dir, json.loads((run_dir / "summary.json").read_text())["steps"])
 
         run_compare(variants, args.seeds, args.out, args.config, args.overrides, False, event)
-    cfg0 = variant_config(variants[0], args.seeds[0], args.out, args.config, args.overrides)
     command = "python benchmarks/leaderboard.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
-    runs = collect(args.out, variants, args.seeds)
-    rows = write_markdown(args.page, runs, setup_text(cfg0, len(variants), args.seeds, variants[0].name) + "\n\n"
-                          + status_text(runs, args.seeds) + "\n\n" + ABOUT, read_claims(args.claims),
-                          command, "Leaderboard")
+    rows = write_page(args.page, args.out, variants, args.seeds, read_claims(args.claims), command, "Leaderboard",
+                      lambda runs: status_text(runs, args.seeds) + "\n\n" + ABOUT)
     done = sum(1 for r in rows.values() if len(r["seeds"]) == len(args.seeds))
     print(f"{args.page}: {done} of {len(rows)} methods finished on every seed")
 

@@ -17,36 +17,7 @@ from rlvr.cli.common import SetOpt, console
 from rlvr.cli.common import fail as _fail
 from rlvr.cli.quiet import quiet_libraries
 
-__all__ = ["compare", "print_comparison", "read_claims"]
-
-
-def read_claims(path: Path) -> dict:
-    """A claims file: ``method: {metric, direction: higher|lower, claim: text}`` per method, checked."""
-    from rlvr.compare.markdown import DIRECTIONS
-    from rlvr.core import yaml_io
-
-    raw = yaml_io.load(path.read_text()) or {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping of method -> {{metric, direction, claim}}")
-    for name, c in raw.items():
-        if not isinstance(c, dict) or "metric" not in c or c.get("direction") not in DIRECTIONS:
-            raise ValueError(f"{path}: {name}: expected {{metric: NAME, direction: higher|lower, claim: TEXT}}, "
-                             f"got {c!r}")
-    return raw
-
-
-def setup_text(cfg, n_methods: int, seeds: list[int], base: str) -> str:
-    """What a comparison ran, in words (the task, the budget, the evaluation, the start)."""
-    e, r = cfg.eval, cfg.rollout
-    start = (f" Every run starts RL from one shared warm-up ({cfg.sft.steps} SFT steps, seed {cfg.sft.seed})."
-             if cfg.sft.steps and cfg.sft.seed is not None else "")
-    return (f"Task `{cfg.task.name}`; {n_methods} methods x seeds {', '.join(map(str, seeds))}; every run trains on "
-            f"{r.prompts_per_step} prompts x {r.group_size} completions x {cfg.train.steps} steps (at most "
-            f"{r.max_new_tokens} new tokens). Held-out accuracy is avg@{e.samples} at T={e.temperature:g} on split "
-            f"`{e.split}`{f' (first {e.num_examples} prompts)' if e.num_examples else ''}. Baseline: `{base}`."
-            f"{start} Intervals are 95% bootstrap intervals over held-out prompts; p (prompts) is a two-sided "
-            "sign-flip test of the per-prompt difference (seed-averaged), p (seeds) the same test over seeds (with "
-            "3 seeds it cannot go below 0.25).")
+__all__ = ["compare", "print_comparison"]
 
 
 def compare(out: Annotated[Path, typer.Option("--out", "-o", help="comparison directory (rerun with it to continue)")],
@@ -64,8 +35,8 @@ def compare(out: Annotated[Path, typer.Option("--out", "-o", help="comparison di
 
     Finished runs are skipped and interrupted ones resumed, so rerunning the same command continues it.
     """
-    from rlvr.compare import CompareError, make_variants, run_compare, write_report
-    from rlvr.compare.runner import check_budgets, variant_config
+    from rlvr.compare import CompareError, make_variants, rewrite_report, run_compare
+    from rlvr.compare.markdown import read_claims, write_page
     from rlvr.config.run import ConfigError
 
     quiet_libraries()
@@ -84,18 +55,11 @@ def compare(out: Annotated[Path, typer.Option("--out", "-o", help="comparison di
     try:
         variants = make_variants(recipe, variant)
         if report_only:
-            cfgs = {v.name: variant_config(v, seed_list[0], out, config, set_) for v in variants}
-            results = write_report(out, variants, seed_list, check_budgets(cfgs, True))
+            results = rewrite_report(variants, seed_list, out, config, set_)
         else:
             results = run_compare(variants, seed_list, out, config, list(set_ or []), allow_budget_mismatch, note)
         if markdown is not None:
-            from rlvr.compare.markdown import write_markdown
-            from rlvr.compare.report import collect
-
-            cfg0 = variant_config(variants[0], seed_list[0], out, config, set_)
-            write_markdown(markdown, collect(out, variants, seed_list),
-                           setup_text(cfg0, len(variants), seed_list, variants[0].name), claim_map,
-                           "rlvr " + shlex.join(sys.argv[1:]), title)
+            write_page(markdown, out, variants, seed_list, claim_map, "rlvr " + shlex.join(sys.argv[1:]), title)
     except (CompareError, ConfigError) as e:
         _fail(str(e), 2)
     except KeyboardInterrupt:

@@ -20,14 +20,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from rlvr.compare.aggregate import RunData, costs, curve, final_metrics, heldout_curve, significance
 from rlvr.eval.significance import bootstrap_diff_ci, sign_flip_test
 
-__all__ = ["write_markdown", "claim_verdict", "length_significance", "DIRECTIONS"]
+if TYPE_CHECKING:
+    from rlvr.compare.variants import Variant
+    from rlvr.config.run import RunConfig
+
+__all__ = ["write_markdown", "write_page", "read_claims", "setup_text", "claim_verdict", "length_significance",
+           "DIRECTIONS"]
 
 DIRECTIONS = ("higher", "lower")
 
@@ -172,3 +177,48 @@ def write_markdown(path: str | Path, runs: dict[str, list[RunData]], setup: str,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return rows
+
+
+def read_claims(path: str | Path) -> dict:
+    """A claims file: ``method: {metric, direction: higher|lower, claim: text}`` per method, checked."""
+    from rlvr.core import yaml_io
+
+    raw = yaml_io.load(Path(path).read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping of method -> {{metric, direction, claim}}")
+    for name, c in raw.items():
+        if not isinstance(c, dict) or "metric" not in c or c.get("direction") not in DIRECTIONS:
+            raise ValueError(f"{path}: {name}: expected {{metric: NAME, direction: higher|lower, claim: TEXT}}, "
+                             f"got {c!r}")
+    return raw
+
+
+def setup_text(cfg: RunConfig, n_methods: int, seeds: list[int], base: str) -> str:
+    """What a comparison ran, in words (the task, the budget, the evaluation, the start)."""
+    e, r = cfg.eval, cfg.rollout
+    start = (f" Every run starts RL from one shared warm-up ({cfg.sft.steps} SFT steps, seed {cfg.sft.seed})."
+             if cfg.sft.steps and cfg.sft.seed is not None else "")
+    return (f"Task `{cfg.task.name}`; {n_methods} methods x seeds {', '.join(map(str, seeds))}; every run trains on "
+            f"{r.prompts_per_step} prompts x {r.group_size} completions x {cfg.train.steps} steps (at most "
+            f"{r.max_new_tokens} new tokens). Held-out accuracy is avg@{e.samples} at T={e.temperature:g} on split "
+            f"`{e.split}`{f' (first {e.num_examples} prompts)' if e.num_examples else ''}. Baseline: `{base}`."
+            f"{start} Intervals are 95% bootstrap intervals over held-out prompts; p (prompts) is a two-sided "
+            "sign-flip test of the per-prompt difference (seed-averaged), p (seeds) the same test over seeds (with "
+            "3 seeds it cannot go below 0.25).")
+
+def write_page(path: str | Path, out: str | Path, variants: list[Variant], seeds: list[int],
+               claims: dict[str, dict[str, Any]] | None = None, command: str | None = None,
+               title: str = "Comparison", notes: Callable[[dict[str, list[RunData]]], str] | None = None
+               ) -> dict[str, Any]:
+    """The page of the comparison kept in ``out`` (its plan names the shared config), from its runs so far:
+    :func:`setup_text` of the first variant's config, then ``notes(runs)`` when given. Returns the rows."""
+    from rlvr.compare.report import collect
+    from rlvr.compare.variants import read_plan, variant_config
+
+    out = Path(out)
+    plan = read_plan(out)
+    cfg0 = variant_config(variants[0], seeds[0], out, plan.get("base"), plan.get("overrides"))
+    runs = collect(out, variants, seeds)
+    setup = setup_text(cfg0, len(variants), seeds, variants[0].name)
+    extra = notes(runs) if notes is not None else ""
+    return write_markdown(path, runs, setup + (f"\n\n{extra}" if extra else ""), claims, command, title)

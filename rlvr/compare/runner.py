@@ -26,7 +26,7 @@ from rlvr.compare.variants import (CompareError, Variant, make_variants, read_pl
 from rlvr.config.run import RunConfig, load_config
 
 __all__ = ["Variant", "make_variants", "variant_config", "rollout_budget", "check_budgets", "run_status",
-           "run_compare", "run_dir_of", "CompareError"]
+           "run_compare", "rewrite_report", "run_dir_of", "CompareError"]
 
 Event = Callable[[str, str, int, Path], None]
 
@@ -45,6 +45,14 @@ def check_budgets(cfgs: dict[str, RunConfig], allow_mismatch: bool = False) -> l
         if len({json.dumps(get(c), sort_keys=True) for c in cfgs.values()}) > 1:
             msgs.append(f"the variants use different {what} settings: results are not comparable")
     return msgs
+
+
+def rewrite_report(variants: list[Variant], seeds: list[int], out: str | Path, base: str | Path | None = None,
+                   overrides: list[str] | None = None) -> dict[str, Any]:
+    """OUT/report.html again from the runs so far, nothing trained (``--report-only``); budgets that differ
+    are a warning on the page here, not an error."""
+    cfgs = {v.name: variant_config(v, seeds[0], Path(out), base, overrides) for v in variants}
+    return write_report(Path(out), variants, seeds, check_budgets(cfgs, True))
 
 
 def _comparable(cfg: RunConfig) -> dict[str, Any]:
