@@ -57,6 +57,33 @@ def test_overrides_nested_components_and_home(tmp_path, elsewhere, monkeypatch):
     assert load_config(overrides=["task.name=jsonl", f"task.train_path={absolute}"]).task.params.train_path == absolute
 
 
+def test_a_verifiers_model_paths_in_its_params_mapping_resolve_too(tmp_path, elsewhere):
+    """A reward model's or judge's ``path`` sits in a plain mapping (``verifier_params``, a reward's ``params``,
+    an appeal verifier's ``verifier_params``): it resolves by the config's rule, other keys stay as written."""
+    exp = tmp_path / "exp"
+    (exp / "rm").mkdir(parents=True)
+    (exp / "data.jsonl").write_text("{}\n")
+    (exp / "one.yaml").write_text("task: {name: jsonl, train_path: data.jsonl, verifier: reward_model,\n"
+                                  "       verifier_params: {path: rm, batch_size: 4}}\n"
+                                  "scoring: {appeal: {verifier: reward_model, verifier_params: {path: ./rm/../rm}}}\n")
+    cfg = load_config(exp / "one.yaml")
+    assert cfg.task.params.verifier_params == {"path": str(exp / "rm"), "batch_size": 4}  # beside the config
+    assert cfg.scoring.appeal.verifier_params == {"path": str(exp / "rm")}  # normalised
+    assert load_config(base=yaml.safe_load(dump_config(cfg))) == cfg  # config.yaml reads back the same
+    (exp / "list.yaml").write_text("task: {name: jsonl, train_path: data.jsonl, rewards: [{fn: exact},\n"
+                                   "  {fn: reward_model, weight: 0.5, params: {path: other}}]}\n")
+    rewards = load_config(exp / "list.yaml").task.params.rewards
+    assert rewards[0].params == {} and rewards[1].params == {"path": str(elsewhere / "other")}  # not beside: cwd
+    # a string that only looks like a path, in a field that is none, stays as written
+    kept = load_config(overrides=["task.name=jsonl", "task.train_path=d.jsonl", "task.verifier=format",
+                                  "task.verifier_params={pattern: 'rm/x'}"])
+    assert kept.task.params.verifier_params == {"pattern": "rm/x"}
+    # an SQL verifier's database folder and a judge's reply cache are local paths as well
+    sql = load_config(overrides=["task.name=jsonl", "task.train_path=d.jsonl", "task.verifier=sql_exec",
+                                 "task.verifier_params={db_root: dbs}"])
+    assert sql.task.params.verifier_params == {"db_root": str(elsewhere / "dbs")}
+
+
 def test_resolution_leaves_other_strings_and_unchanged_trees_alone(tmp_path):
     from pydantic import BaseModel
 

@@ -5,6 +5,11 @@ A field typed :data:`LocalPathStr` (``Annotated[str, LocalPath()]``) holds a fil
 every such field that holds a relative path is resolved once: beside the config file when it exists there, else
 in the working directory, and stored absolute, so the ``config.yaml`` a run writes finds the same files when the
 run is resumed, evaluated or compared from any other directory (:func:`resolve_local_paths`).
+
+A registered component's params kept as a plain mapping (a verifier's ``verifier_params``, a reward's
+``params``) are resolved by the same rule: the model holding the mapping names the params model it is for in a
+``local_path_params()`` method (field name -> params model), and the mapping's entries for that model's
+:data:`LocalPathStr` fields are made absolute (a reward model's or a judge's ``path``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,17 @@ def _is_local_path(field: Any) -> bool:
     return any(isinstance(m, LocalPath) for m in getattr(field, "metadata", ())) or _marked(field.annotation)
 
 
+def _resolve_params(params: Any, model: Any, base: Path | None) -> Any:
+    """``params`` (a mapping of ``model``'s fields) with its local-path entries absolute; the same object when
+    nothing changes."""
+    if not isinstance(params, dict) or model is None:
+        return params
+    fields = getattr(model, "model_fields", {})
+    new = {k: resolve_path(v, base) if k in fields and _is_local_path(fields[k]) and isinstance(v, str) and v else v
+           for k, v in params.items()}
+    return new if any(new[k] is not params[k] for k in params) else params
+
+
 def resolve_local_paths(model: Any, base: Path | None = None) -> Any:
     """``model`` (a pydantic model tree, frozen or not) with every :data:`LocalPathStr` field made absolute
     (:func:`resolve_path`); the same object when nothing changes."""
@@ -58,6 +74,12 @@ def resolve_local_paths(model: Any, base: Path | None = None) -> Any:
             for name, field in type(value).model_fields.items():
                 old = getattr(value, name)
                 new = resolve_path(old, base) if _is_local_path(field) and isinstance(old, str) and old else walk(old)
+                if new is not old:
+                    changes[name] = new
+            hook = getattr(value, "local_path_params", None)
+            for name, params_model in (hook() if callable(hook) else {}).items():
+                old = changes.get(name, getattr(value, name))
+                new = _resolve_params(old, params_model, base)
                 if new is not old:
                     changes[name] = new
             return value.model_copy(update=changes) if changes else value

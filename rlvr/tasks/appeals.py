@@ -82,6 +82,11 @@ class AppealConfig(BaseModel):
             raise ValueError(f"verifier_params of verifier {spec!r}: {why}") from None
         return self
 
+    def local_path_params(self) -> dict[str, Any]:
+        """A registered appeal verifier's local paths (a judge's model) resolve like the config's (rlvr.core.paths)."""
+        spec = self.verifier
+        return {"verifier_params": VERIFIERS.get(spec).params if spec and ":" not in spec else None}
+
 
 class AppealState:
     """The running false-negative estimate (None until the first appeal: then ``prior``)."""

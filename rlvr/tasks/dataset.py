@@ -60,6 +60,15 @@ class RewardFunction(Params):
         _check_reward(self.fn, self.params)
         return self
 
+    def local_path_params(self) -> dict[str, Any]:
+        """``params`` are the verifier's: its local paths resolve like the config's (rlvr.core.paths)."""
+        return {"params": verifier_params_model(self.fn)}
+
+
+def verifier_params_model(spec: str | None) -> Any:
+    """The params model of registered verifier ``spec`` (None for a user's function or no verifier)."""
+    return VERIFIERS.get(spec).params if spec and ":" not in spec and spec in VERIFIERS else None
+
 
 def _check_reward(spec: str, params: dict[str, Any], label: str = "params of verifier {spec!r}") -> None:
     """A user's function is found and imported now (not after the model loads); a verifier's params validated."""
@@ -143,6 +152,11 @@ class DatasetParams(Params):
         # a user's reward function is found and imported now, not after the model loads
         _check_reward(self.verifier, self.verifier_params, "verifier_params of {spec!r}")
         return self
+
+    def local_path_params(self) -> dict[str, Any]:
+        """``verifier_params`` are the verifier's: a reward model's or judge's ``path`` resolves like the
+        config's own paths (beside the config file, else in the working directory; rlvr.core.paths)."""
+        return {"verifier_params": verifier_params_model(self.verifier)}
 
 
 JsonlParams = DatasetParams

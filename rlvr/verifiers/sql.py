@@ -59,6 +59,7 @@ from typing import Any
 
 from pydantic import Field
 
+from rlvr.core.paths import LocalPathStr
 from rlvr.core.types import Example, Score
 from rlvr.registry import Params
 from rlvr.verifiers.base import VERIFIERS, BaseVerifier
@@ -228,7 +229,8 @@ class SQLVerifier(BaseVerifier):
 
 
 class SQLParams(Params):
-    db_root: str | None = Field(None, description="directory that relative meta['db_path'] values resolve against")
+    db_root: LocalPathStr | None = Field(None, description="directory that relative meta['db_path'] values resolve "
+                                                            "against")
     time_limit_s: float = Field(2.0, gt=0.0, le=60.0, description="wall-clock limit per query (gold and predicted); "
                                                                    "the query's worker is killed 0.5 s after it")
     max_rows: int = Field(100_000, gt=0, description="queries returning more rows fail")

@@ -56,7 +56,8 @@ class ModelParams(Params):
     retries: int = Field(2, ge=0, description="tries after the first, for failures a retry may cure")
     backoff_s: float = Field(0.5, ge=0, description="the first retry's wait, doubled for each next one")
     cache: bool = Field(True, description="reuse replies to identical requests")
-    cache_path: str | None = Field(None, description="a JSONL file that keeps the cache across runs and resumes")
+    cache_path: LocalPathStr | None = Field(None, description="a JSONL file that keeps the cache across runs and "
+                                                              "resumes")
     max_requests: int | None = Field(None, gt=0, description="requests this process may send at most")
     max_tokens_total: int | None = Field(None, gt=0, description="tokens (prompt and reply) it may spend at most")
 
