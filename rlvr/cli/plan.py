@@ -12,12 +12,12 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from rlvr.cli.common import console, fail
 
 __all__ = ["plan"]
 
-console = Console(stderr=True)
 
 
 def _machine_gib() -> float:
@@ -40,15 +40,13 @@ def plan(config: Annotated[Optional[Path], typer.Option("--config", "-c", help="
     """Per-device memory of a run by part (weights, gradients, optimizer, activations, log-probs, engine) and
     whether it fits a card, counted from the model's config.json without loading a weight (docs/gpu.md)."""
     if device not in (None, "cpu", "cuda"):
-        console.print(f"[red]error:[/red] --device {escape(device)!s}: cpu or cuda", highlight=False)
-        raise typer.Exit(2)
+        fail(f"--device {device}: cpu or cuda", 2)
     from rlvr.config.run import ConfigError, load_config
 
     try:
         cfg = load_config(config, list(set_ or []), recipe=recipe)
     except ConfigError as e:
-        console.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        fail(str(e), 2)
     from rlvr.run.plan import GIB, PHASES, longest_prompt, plan_memory
 
     measured = prompt_tokens is None
@@ -57,8 +55,7 @@ def plan(config: Annotated[Optional[Path], typer.Option("--config", "-c", help="
     try:
         p = plan_memory(cfg, world_size=world_size, device=device, prompt_tokens=prompt_tokens, card_gib=gpu_gib)
     except (OSError, ValueError) as e:
-        console.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        fail(str(e), 2)
     limit: float | None = gpu_gib if p.device == "cuda" else (gpu_gib or _machine_gib())
     fits = None if limit is None else p.fits(limit)
     if as_json:

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
+
+from rlvr.cli.common import console, fail
 
 __all__ = ["table", "load_result"]
 
-console = Console(stderr=True)
 
 
 def load_result(arg: str) -> tuple[str, dict]:
@@ -55,8 +55,7 @@ def table(results: Annotated[list[str], typer.Argument(help="eval results or run
         rows = [load_result(a) for a in results]
         text = export_table(rows, fmt, metric, digits)
     except (FileNotFoundError, ValueError) as e:
-        console.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        fail(str(e), 2)
     for name, res in rows[1:]:
         diff = protocol_differences(rows[0][1], res)
         if diff:
