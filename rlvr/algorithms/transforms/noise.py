@@ -18,6 +18,14 @@ into a constant rescale by 1 / (1 - rho0 - rho1). The corrections act with a bas
 from the corrected rewards: ``fixed_baseline`` (REINFORCE with a constant baseline, the setting the paper's
 unbiasedness argument is about). The config check refuses the exact no-ops and warns on the rescale.
 
+UNDER ADAM. Even there, with constant rates, R_hat - b = (R~ - rho0 - (1 - rho0 - rho1) b) / (1 - rho0 - rho1):
+the uncorrected advantage with the baseline rho0 + (1 - rho0 - rho1) b, scaled. AdamW's update does not see a
+constant scale of the gradient (its eps aside, and while ``optim.max_grad_norm`` does not clip), so with AdamW the
+backward correction is that baseline shift and nothing more, and a pure rescale (a mean-only baseline) is close
+to nothing, not a larger learning rate (tests/methods/test_transforms_rewards.py measures it on real steps; what
+it does to accuracy: benchmarks/README.md, ``noise.py``). Per-row rates (``rho1: appeal``) are not a constant
+scale, so they change the update beyond a shift.
+
 ``rho1: appeal`` reads rho1 per row from the ``fn_rate`` score component (:data:`FN_RATE`), the running
 false-negative estimate that the appeal mechanism (``scoring.appeal``, :mod:`rlvr.tasks.appeals`, which
 declares it in its ``PROVIDES``) writes after each step's scoring; the config check refuses it without an
@@ -79,8 +87,8 @@ def noise_check(which: str):
                     f"unbiased, or drop the transform"]
         if kind == "shift":
             warnings.warn(f"noise_{which} under advantage {adv.name!r} only rescales the advantages by "
-                          f"1/(1 - rho0 - rho1) (an effective learning-rate change); use 'fixed_baseline' for "
-                          f"the unbiased correction", stacklevel=2)
+                          f"1/(1 - rho0 - rho1) (a learning-rate change under SGD, close to none under Adam); use "
+                          f"'fixed_baseline' for the unbiased correction", stacklevel=2)
         return []
 
     return check
