@@ -235,3 +235,19 @@ def test_a_short_run_trains_on_the_chains(tmp_path, tiny_cfg_overrides):
         "train.steps=2", "rollout.max_new_tokens=24", "model.tiny.max_positions=64"]))
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert out["steps"] == 2 and len(lines) == 2
+
+
+def test_draw_distinct_keeps_first_draws_in_order_skips_none_and_gives_up():
+    from rlvr.tasks.base import draw_distinct
+
+    seen_k = []
+    stream = iter([3, None, 3, 5, 4, None, 5, 7])
+
+    def draw(k):
+        seen_k.append(k)
+        return next(stream)
+
+    assert draw_distinct(draw, 4, key=lambda x: x % 10, what="numbers", hint="h") == [3, 5, 4, 7]
+    assert seen_k == [0, 1, 1, 1, 2, 3, 3, 3]  # the count kept so far, at each draw
+    with pytest.raises(ValueError, match=r"only 2 distinct pairs found for 3: allow more"):
+        draw_distinct(lambda k: k % 2, 3, key=lambda x: x, what="pairs", hint="allow more", patience=4)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Hashable, Sequence, TypeVar
 
 from rlvr.core.types import Example, Score
 from rlvr.registry import Registry
 from rlvr.verifiers.base import Verifier
 
-__all__ = ["Task", "WeightedVerifier", "TASKS"]
+__all__ = ["Task", "WeightedVerifier", "TASKS", "draw_distinct"]
+
+T = TypeVar("T")
 
 
 def _safe(verifier: Verifier, example: Example, text: str) -> Score:
@@ -107,3 +109,22 @@ class Task:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what ``state_dict`` returned."""
+
+
+def draw_distinct(draw: Callable[[int], T | None], n: int, key: Callable[[T], Hashable], what: str,
+                  hint: str, patience: int = 50) -> list[T]:
+    """``n`` draws with distinct ``key``, in the order drawn: ``draw(k)`` (``k``: how many are kept so far) gives
+    a candidate or None (none this time). Raises ValueError after ``patience * n`` draws, naming how many distinct
+    ``what`` were found and ``hint`` (how to allow more)."""
+    seen: set[Hashable] = set()
+    out: list[T] = []
+    tries = 0
+    while len(out) < n:
+        tries += 1
+        if tries > patience * n:
+            raise ValueError(f"only {len(out)} distinct {what} found for {n}: {hint}")
+        item = draw(len(out))
+        if item is not None and key(item) not in seen:
+            seen.add(key(item))
+            out.append(item)
+    return out

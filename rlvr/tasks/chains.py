@@ -36,7 +36,7 @@ from pydantic import Field, model_validator
 
 from rlvr.core.types import Example
 from rlvr.registry import Params
-from rlvr.tasks.base import TASKS, Task, WeightedVerifier
+from rlvr.tasks.base import TASKS, Task, WeightedVerifier, draw_distinct
 from rlvr.verifiers.chain import ChainVerifier, column_steps
 
 __all__ = ["ChainsParams", "chains_task", "problem", "exact_chain", "annotated_chain"]
@@ -155,19 +155,8 @@ def chains_task(p: ChainsParams) -> Task:
     """Worked chains (column addition and multiplication, countdown paths) checked step by step; an imperfect
     annotator's sft split."""
     rng = random.Random(f"chains-{p.data_seed}")
-    seen: set[str] = set()
-    problems = []
-    want = p.num_eval + p.num_train
-    tries = 0
-    while len(problems) < want:
-        tries += 1
-        if tries > 50 * want:
-            raise ValueError(f"only {len(problems)} distinct problems found for {want}: widen the digits or "
-                             "families, or ask for fewer")
-        prompt, answer, meta = problem(p.families[len(problems) % len(p.families)], rng, p)
-        if prompt not in seen:
-            seen.add(prompt)
-            problems.append((prompt, answer, meta))
+    problems = draw_distinct(lambda k: problem(p.families[k % len(p.families)], rng, p), p.num_eval + p.num_train,
+                             key=lambda t: t[0], what="problems", hint="widen the digits or families, or ask for fewer")
 
     def ex(i: int, prompt: str, answer: str, meta: dict, target: str, k: int | None = None) -> Example:
         return Example(f"chains-{i}" + ("" if k is None else f"#{k}"), prompt, answer, "chains", target, dict(meta))

@@ -42,7 +42,7 @@ from pydantic import Field, model_validator
 
 from rlvr.core.types import Example
 from rlvr.registry import Params
-from rlvr.tasks.base import TASKS, Task, WeightedVerifier
+from rlvr.tasks.base import TASKS, Task, WeightedVerifier, draw_distinct
 from rlvr.verifiers.faithfulness import faithfulness_checks
 from rlvr.verifiers.vla import VLAVerifier
 
@@ -125,19 +125,8 @@ def _scene(p: VLAScenesParams, rng: random.Random) -> Scene | None:
 
 
 def _scenes(p: VLAScenesParams, rng: random.Random, n: int) -> list[Scene]:
-    seen: set[Scene] = set()
-    out: list[Scene] = []
-    attempts = 0
-    while len(out) < n:
-        attempts += 1
-        if attempts > 50 * n:
-            raise ValueError(f"only {len(out)} distinct scenes found for {n} problems; enlarge image_size or "
-                             "the palette")
-        scene = _scene(p, rng)
-        if scene is not None and scene not in seen:
-            seen.add(scene)
-            out.append(scene)
-    return out
+    return draw_distinct(lambda _: _scene(p, rng), n, key=lambda s: s, what="scenes",
+                         hint="enlarge image_size or the palette")
 
 
 def draw_scene(scene: Scene, image_size: int):
