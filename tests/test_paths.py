@@ -84,6 +84,23 @@ def test_a_verifiers_model_paths_in_its_params_mapping_resolve_too(tmp_path, els
     assert sql.task.params.verifier_params == {"db_root": str(elsewhere / "dbs")}
 
 
+def test_a_judges_model_nested_in_a_rubric_resolves_too(tmp_path, elsewhere):
+    """A rubric's ``judge`` holds the judge verifier's params (a field marked ParamsOf): its ``path`` and
+    ``cache_path`` resolve at any depth, in a task's params and in a verifier's params mapping alike."""
+    exp = tmp_path / "exp"
+    (exp / "judge_model").mkdir(parents=True)
+    (exp / "rows.jsonl").write_text("{}\n")
+    judge = "{backend: hf, path: judge_model, cache_path: replies.jsonl}"
+    (exp / "task.yaml").write_text(f"task: {{name: rubric, train_path: rows.jsonl, judge: {judge}}}\n")
+    cfg = load_config(exp / "task.yaml")
+    assert cfg.task.params.judge == {"backend": "hf", "path": str(exp / "judge_model"),
+                                     "cache_path": str(elsewhere / "replies.jsonl")}  # not beside: the cwd
+    (exp / "verifier.yaml").write_text("task: {name: jsonl, train_path: rows.jsonl, verifier: rubric,\n"
+                                       f"       verifier_params: {{required_gate: true, judge: {judge}}}}}\n")
+    params = load_config(exp / "verifier.yaml").task.params.verifier_params
+    assert params["required_gate"] is True and params["judge"]["path"] == str(exp / "judge_model")
+
+
 def test_resolution_leaves_other_strings_and_unchanged_trees_alone(tmp_path):
     from pydantic import BaseModel
 

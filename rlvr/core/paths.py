@@ -9,7 +9,8 @@ run is resumed, evaluated or compared from any other directory (:func:`resolve_l
 A registered component's params kept as a plain mapping (a verifier's ``verifier_params``, a reward's
 ``params``) are resolved by the same rule: the model holding the mapping names the params model it is for in a
 ``local_path_params()`` method (field name -> params model), and the mapping's entries for that model's
-:data:`LocalPathStr` fields are made absolute (a reward model's or a judge's ``path``).
+:data:`LocalPathStr` fields are made absolute (a reward model's or a judge's ``path``). A field whose type always
+holds one params model's mapping (a rubric's ``judge``) says so with a :class:`ParamsOf` marker instead.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
-__all__ = ["LocalPath", "LocalPathStr", "resolve_local_paths", "resolve_path", "resolved_raw"]
+__all__ = ["LocalPath", "LocalPathStr", "ParamsOf", "resolve_local_paths", "resolve_path", "resolved_raw"]
 
 
 class LocalPath:
@@ -28,6 +29,24 @@ class LocalPath:
 
 
 LocalPathStr = Annotated[str, LocalPath()]
+
+
+class ParamsOf:
+    """The marker of a field holding a mapping of ``model``'s params: its local paths resolve too."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"ParamsOf({getattr(self.model, '__name__', self.model)})"
+
+
+def _params_of(field: Any) -> Any:
+    """The params model a field's :class:`ParamsOf` marker names, or None."""
+    for m in getattr(field, "metadata", ()):
+        if isinstance(m, ParamsOf):
+            return m.model
+    return None
 
 
 def resolve_path(value: str, base: Path | None) -> str:
@@ -58,8 +77,15 @@ def _resolve_params(params: Any, model: Any, base: Path | None) -> Any:
     if not isinstance(params, dict) or model is None:
         return params
     fields = getattr(model, "model_fields", {})
-    new = {k: resolve_path(v, base) if k in fields and _is_local_path(fields[k]) and isinstance(v, str) and v else v
-           for k, v in params.items()}
+
+    def one(k: str, v: Any) -> Any:
+        if k not in fields:
+            return v
+        if _is_local_path(fields[k]) and isinstance(v, str) and v:
+            return resolve_path(v, base)
+        return _resolve_params(v, _params_of(fields[k]), base)
+
+    new = {k: one(k, v) for k, v in params.items()}
     return new if any(new[k] is not params[k] for k in params) else params
 
 
@@ -73,7 +99,12 @@ def resolve_local_paths(model: Any, base: Path | None = None) -> Any:
             changes = {}
             for name, field in type(value).model_fields.items():
                 old = getattr(value, name)
-                new = resolve_path(old, base) if _is_local_path(field) and isinstance(old, str) and old else walk(old)
+                if _is_local_path(field) and isinstance(old, str) and old:
+                    new = resolve_path(old, base)
+                elif _params_of(field) is not None:
+                    new = _resolve_params(old, _params_of(field), base)
+                else:
+                    new = walk(old)
                 if new is not old:
                     changes[name] = new
             hook = getattr(value, "local_path_params", None)

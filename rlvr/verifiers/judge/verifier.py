@@ -32,6 +32,7 @@ from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from rlvr.core.paths import ParamsOf
 from rlvr.core.types import Example, Score
 from rlvr.verifiers.base import VERIFIERS
 from rlvr.models.ask.client import ModelClient, ModelParams
@@ -222,7 +223,8 @@ def check_judge(params: dict[str, Any] | None, preset: str) -> dict[str, Any] | 
 
 
 # A component's judge: field (a rubric's), checked at config load with the preset ``criterion`` unless one is named
-CriterionJudge = Annotated[dict[str, Any] | None, AfterValidator(lambda v: check_judge(v, "criterion"))]
+CriterionJudge = Annotated[dict[str, Any] | None, AfterValidator(lambda v: check_judge(v, "criterion")),
+                           ParamsOf(JudgeParams)]
 
 
 def build_judge(params: dict[str, Any] | None, preset: str) -> JudgeVerifier | None:
