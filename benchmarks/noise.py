@@ -5,18 +5,14 @@
     python benchmarks/noise.py --out runs/noise_chains --testbed chains --arms grpo-clean,grpo-noisy
 
 The directions of Cai et al. 2025 (arXiv:2510.00915: accuracy falls with verifier noise, the backward correction
-recovers part of it) and of "noise is destructive to RLVR" (wrong gold answers cost accuracy) on rlvr's own testbed: the demo (``--recipe demo``: two-digit
-addition after a warm-up on a teacher who forgets to carry; avg@4 about 0.61 at the start, about 0.88 after
-GRPO), every arm of a seed from the same warm-up (built once per seed, kept under OUT/starts) and the same budget.
-GRPO with the exact verifier and with the noisy one shows whether accuracy falls with noise. The correction needs an
-advantage that does not normalise the rewards away (a group-normalised one cancels any affine map of them), so it
-is shown with REINFORCE and a constant baseline (``fixed_baseline`` at --baseline, about the start's pass rate),
-the setting the paper's unbiasedness argument is about, at each rate of --reinforce-lrs.
-
-``--testbed chains`` runs the arms on the reasoning testbed instead, with the leaderboard's config
-(benchmarks/leaderboard/chains.yaml: its shared start, 80 RL steps, evaluation every 20) and the grpo recipe
-under every arm, so ``grpo-clean`` is the leaderboard's GRPO run of the same seed (read from
-benchmarks/leaderboard/board when it is there with the same config, else trained):
+recovers part of it) and of "noise is destructive to RLVR" (wrong gold answers cost accuracy) on rlvr's own
+testbeds. By default the demo (``--recipe demo``: two-digit addition after a warm-up on a teacher who forgets to
+carry; avg@4 about 0.61 at the start), every arm of a seed from the same warm-up (built once per seed, kept under
+OUT/starts) and the same budget. GRPO with the exact verifier and with the noisy one shows whether accuracy falls
+with noise. The correction needs an advantage that does not normalise the rewards away (a group-normalised one
+cancels any affine map of them), so it is shown with REINFORCE and a constant baseline (``fixed_baseline`` at
+--baseline, about the start's pass rate), the setting the paper's unbiasedness argument is about, at each rate of
+--reinforce-lrs:
 
     grpo-clean / grpo-noisy                         the exact verifier / scoring.noise at --fp, --fn (per sample)
     grpo-labels@F                                   label noise: a share F of the training examples carry a
@@ -24,11 +20,17 @@ benchmarks/leaderboard/board when it is there with the same config, else trained
     reinforce-{clean,noisy,corrected}@LR            the same with REINFORCE at lr LR; corrected: noise_backward
                                                     with rho0 = fp, rho1 = fn
 
+``--testbed chains`` runs the arms on the reasoning testbed instead, with the leaderboard's config
+(benchmarks/leaderboard/chains.yaml: its shared start, 80 RL steps, evaluation every 20) and the grpo recipe
+under every arm, so ``grpo-clean`` is the leaderboard's GRPO run of the same seed (read from
+benchmarks/leaderboard/board when it is there with the same config, else trained).
+
 Why a grid of rates: with a constant baseline b the corrected advantage is
 (R~ - rho0) / (1 - rho0 - rho1) - b = (R~ - rho0 - (1 - rho0 - rho1) b) / (1 - rho0 - rho1), the noisy arm's
-advantage with another baseline, scaled by 1 / (1 - rho0 - rho1) (1.67 at 0.2 / 0.2). At one rate the correction
-is mostly a larger step, so a comparison at one rate measures the rate; each arm at its best rate of the grid
-measures the correction.
+advantage with another baseline, scaled by 1 / (1 - rho0 - rho1). Under SGD the scale is a larger step, so one
+rate would compare rates; AdamW does not see a constant scale, so there the correction is the baseline shift
+(tests/methods/test_transforms_rewards.py). The grid shows how the noise's harm grows with the rate, and each
+arm at its best rate of the grid is the comparison a tuned rate allows.
 
 Every run is kept under OUT/seedS/ARM and skipped when its summary.json exists, so an interrupted experiment
 continues. Printed and written to OUT/results.json: per arm, held-out avg@4 before and after (clean verifier) per
