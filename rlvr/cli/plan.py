@@ -19,7 +19,6 @@ from rlvr.cli.common import console, fail
 __all__ = ["plan"]
 
 
-
 def _machine_gib() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 

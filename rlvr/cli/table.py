@@ -19,7 +19,6 @@ from rlvr.cli.common import console, fail
 __all__ = ["table", "load_result"]
 
 
-
 def load_result(arg: str) -> tuple[str, dict]:
     """``(name, eval result)`` of ``NAME=PATH`` or ``PATH`` (a result file, or a run directory's last eval)."""
     name, sep, path = arg.partition("=")

@@ -206,6 +206,7 @@ def setup_text(cfg: RunConfig, n_methods: int, seeds: list[int], base: str) -> s
             "sign-flip test of the per-prompt difference (seed-averaged), p (seeds) the same test over seeds (with "
             "3 seeds it cannot go below 0.25).")
 
+
 def write_page(path: str | Path, out: str | Path, variants: list[Variant], seeds: list[int],
                claims: dict[str, dict[str, Any]] | None = None, command: str | None = None,
                title: str = "Comparison", notes: Callable[[dict[str, list[RunData]]], str] | None = None

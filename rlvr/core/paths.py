@@ -101,8 +101,8 @@ def resolve_local_paths(model: Any, base: Path | None = None) -> Any:
                 old = getattr(value, name)
                 if _is_local_path(field) and isinstance(old, str) and old:
                     new = resolve_path(old, base)
-                elif _params_of(field) is not None:
-                    new = _resolve_params(old, _params_of(field), base)
+                elif (params_model := _params_of(field)) is not None:
+                    new = _resolve_params(old, params_model, base)
                 else:
                     new = walk(old)
                 if new is not old:

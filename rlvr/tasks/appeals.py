@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from rlvr.algorithms.transforms.noise import FN_RATE
 from rlvr.core.types import Example, Score
 from rlvr.verifiers import VERIFIERS, build_verifier, from_callable
+from rlvr.verifiers.base import params_model_of
 
 __all__ = ["AppealConfig", "AppealState", "PROVIDES", "appeal_state", "run_appeal", "step_estimate",
            "ema_update", "is_negative"]
@@ -84,8 +85,7 @@ class AppealConfig(BaseModel):
 
     def local_path_params(self) -> dict[str, Any]:
         """A registered appeal verifier's local paths (a judge's model) resolve like the config's (rlvr.core.paths)."""
-        spec = self.verifier
-        return {"verifier_params": VERIFIERS.get(spec).params if spec and ":" not in spec else None}
+        return {"verifier_params": params_model_of(self.verifier)}
 
 
 class AppealState:

@@ -124,7 +124,7 @@ def draw_distinct(draw: Callable[[int], T | None], n: int, key: Callable[[T], Ha
         if tries > patience * n:
             raise ValueError(f"only {len(out)} distinct {what} found for {n}: {hint}")
         item = draw(len(out))
-        if item is not None and key(item) not in seen:
-            seen.add(key(item))
+        if item is not None and (k := key(item)) not in seen:
+            seen.add(k)
             out.append(item)
     return out

@@ -36,6 +36,7 @@ from rlvr.core.types import Example
 from rlvr.registry import Params, RegistryError
 from rlvr.tasks.base import TASKS, Task, WeightedVerifier
 from rlvr.verifiers import VERIFIERS, build_verifier, from_callable
+from rlvr.verifiers.base import params_model_of
 from rlvr.verifiers.faithfulness import faithfulness_checks
 
 __all__ = ["DatasetParams", "JsonlParams", "RewardFunction", "dataset_task", "read_examples", "read_jsonl_examples", "split_holdout",
@@ -62,12 +63,7 @@ class RewardFunction(Params):
 
     def local_path_params(self) -> dict[str, Any]:
         """``params`` are the verifier's: its local paths resolve like the config's (rlvr.core.paths)."""
-        return {"params": verifier_params_model(self.fn)}
-
-
-def verifier_params_model(spec: str | None) -> Any:
-    """The params model of registered verifier ``spec`` (None for a user's function or no verifier)."""
-    return VERIFIERS.get(spec).params if spec and ":" not in spec and spec in VERIFIERS else None
+        return {"params": params_model_of(self.fn)}
 
 
 def _check_reward(spec: str, params: dict[str, Any], label: str = "params of verifier {spec!r}") -> None:
@@ -156,7 +152,7 @@ class DatasetParams(Params):
     def local_path_params(self) -> dict[str, Any]:
         """``verifier_params`` are the verifier's: a reward model's or judge's ``path`` resolves like the
         config's own paths (beside the config file, else in the working directory; rlvr.core.paths)."""
-        return {"verifier_params": verifier_params_model(self.verifier)}
+        return {"verifier_params": params_model_of(self.verifier)}
 
 
 JsonlParams = DatasetParams

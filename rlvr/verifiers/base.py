@@ -26,7 +26,7 @@ from rlvr.core.types import Example, Score
 from rlvr.registry import Registry
 
 __all__ = ["Verifier", "BaseVerifier", "VERIFIERS", "from_callable", "load_callable", "validate_verifier",
-           "build_verifier"]
+           "build_verifier", "params_model_of"]
 
 
 @runtime_checkable
@@ -74,6 +74,12 @@ def build_verifier(name: str, params: dict[str, Any] | None = None) -> Verifier:
     """A registered verifier by name, its params validated by its params model."""
     entry = VERIFIERS.get(name)
     return entry.fn(entry.params.model_validate(params or {}))
+
+
+def params_model_of(spec: str | None) -> Any:
+    """The params model of registered verifier ``spec``; None for a user's ``module:function``, no verifier or an
+    unknown name (what a config's plain params mapping for that verifier holds; rlvr.core.paths)."""
+    return VERIFIERS.get(spec).params if spec and ":" not in spec and spec in VERIFIERS else None
 
 
 def validate_verifier(verifier: Verifier, example: Example, wrong: str) -> None:
