@@ -3,6 +3,7 @@ budget and plan checks; the results and the self-contained HTML report."""
 
 import json
 import re
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -114,8 +115,8 @@ def test_report_is_self_contained_with_plots_and_tables(comparison):
 
 def test_plan_and_budget_checks(comparison, tmp_path):
     out = comparison[0]
-    with pytest.raises(CompareError, match="different comparison"):
-        run_compare(VARIANTS, [0, 1, 2], out, overrides=TINY)
+    with pytest.raises(CompareError, match="different comparison.*overrides"):
+        run_compare(VARIANTS, [0, 1], out, overrides=TINY + ["optim.lr=0.5"])
     with pytest.raises(CompareError, match="at least two"):
         make_variants(["grpo"], None)
     with pytest.raises(CompareError, match="repeated: grpo"):
@@ -329,3 +330,23 @@ def test_a_comparison_kept_beside_its_config_moves_with_it(tmp_path):
     (tmp_path / "other.yaml").write_text("optim: {lr: 0.01}\n")  # the same settings, another file
     with pytest.raises(CompareError, match="different comparison"):
         run_compare(VARIANTS, [0], moved / "board", base=tmp_path / "other.yaml", overrides=TINY)
+
+
+def test_a_comparison_may_gain_or_drop_methods_and_seeds_but_not_redefine_one(comparison, tmp_path):
+    out = tmp_path / "cmp"
+    shutil.copytree(comparison[0], out)
+    events = []
+    r = run_compare(list(reversed(VARIANTS)), [1], out, overrides=TINY, on_event=lambda *e: events.append(e[:3]))
+    assert events == [("skip", "dr_grpo", 1), ("skip", "grpo", 1)]  # the kept runs, nothing trained
+    plan = json.loads((out / "compare.json").read_text())
+    assert [v["name"] for v in plan["variants"]] == ["dr_grpo", "grpo"] and plan["seeds"] == [1]
+    assert r["variants"] == ["dr_grpo", "grpo"] and r["seeds"] == [1] and r["baseline"] == "dr_grpo"
+    assert r["cost"]["grpo"]["runs"] == 1 and r["cost"]["dr_grpo"]["runs"] == 1  # seed 0's runs left out
+    # the same name for another definition (a YAML file instead of the recipe) would mix two methods in a row
+    (tmp_path / "grpo.yaml").write_text("optim: {lr: 0.01}\n")
+    redefined = make_variants(["dr_grpo"], [tmp_path / "grpo.yaml"])
+    with pytest.raises(CompareError, match="variant 'grpo' was"):
+        run_compare(redefined, [1], out, overrides=TINY)
+    with pytest.raises(CompareError, match="shared config"):
+        run_compare(VARIANTS, [1], out, base=tmp_path / "grpo.yaml", overrides=TINY)
+    assert json.loads((out / "compare.json").read_text()) == plan  # a refused plan is not written

@@ -3,8 +3,9 @@
 Every (variant, seed) is an ordinary run directory, ``OUT/runs/<variant>/seed<k>``, made by
 :func:`rlvr.run.train.train` and continued by :func:`rlvr.run.train.resume`. Rerunning the same command
 skips finished runs, resumes interrupted ones from their newest checkpoint, and starts the rest, so a
-comparison stopped with Ctrl-C continues where it stopped. ``OUT/compare.json`` records the plan; a
-different plan in the same directory is refused rather than mixed in.
+comparison stopped with Ctrl-C continues where it stopped. ``OUT/compare.json`` records the plan: methods
+and seeds may be added to it or left out, but another shared config, other overrides or another definition of
+a kept method in the same directory is refused rather than mixed in.
 
 A variant is a recipe (``--recipe grpo``) or a YAML file (``--variant my.yaml``), on top of an optional
 shared config file and the shared ``--set`` overrides. Same budget means the same
@@ -97,13 +98,28 @@ def _relative(path, out: Path) -> str | None:
     return os.path.relpath(Path(path).resolve(), Path(out).resolve()) if path else None
 
 
+def _plan_conflict(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """Why ``new`` cannot continue the comparison kept as ``old``, or None. The shared config, the overrides
+    and the definition of every variant kept in both must be the same; variants and seeds may be added or
+    left out (each run's own config is checked again before it is skipped or resumed)."""
+    for key, what in (("base", "shared config"), ("overrides", "overrides")):
+        if old.get(key) != new.get(key):
+            return f"its {what} were {old.get(key)!r}, now {new.get(key)!r}"
+    kept = {v.name: v for v in old.get("variants", [])}
+    for v in new["variants"]:
+        if v.name in kept and kept[v.name] != v:
+            return f"its variant {v.name!r} was {kept[v.name]}, now {v}"
+    return None
+
+
 def _check_plan(out: Path, plan: dict[str, Any]) -> None:
     path = out / "compare.json"
     if path.is_file():
-        old, new = read_plan(out), resolve_plan(plan, out)
-        if {k: old.get(k) for k in new} != new:
-            raise CompareError(f"{out} holds a different comparison ({path}); rerun it with the same arguments "
-                               f"to continue it, or choose another --out")
+        why = _plan_conflict(read_plan(out), resolve_plan(plan, out))
+        if why:
+            raise CompareError(f"{out} holds a different comparison ({path}): {why}; rerun it with the same "
+                               f"shared config, overrides and variant definitions to continue it (methods and "
+                               f"seeds may be added or left out), or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(plan, indent=2))
 
