@@ -103,3 +103,51 @@ def test_cli_writes_the_page_and_refuses_a_bad_claims_file(tmp_path):
     r = CliRunner().invoke(app, ["compare", "--recipe", "grpo", "--recipe", "dr_grpo", "--out", str(tmp_path / "d"),
                                  "--claims", str(bad)] + sets)
     assert r.exit_code == 2 and "higher|lower" in r.output
+
+
+def test_a_claim_whose_mechanism_never_acted_is_inactive_whatever_the_difference(tmp_path):
+    """``active: METRIC`` names the training metric that shows the mechanism acting: 0 at every step of every
+    finished run makes the verdict inactive (the row measures the rest of the recipe); a metric no finished run
+    logged is not measured (a misspelt name must not pass for an idle mechanism); one nonzero step is enough."""
+    rng = random.Random(1)
+    ids = [f"q{i}" for i in range(40)]
+
+    def runs_of(p, reused):
+        rs = [_run(s, {i: [float(rng.random() < p) for _ in range(4)] for i in ids}) for s in (0, 1)]
+        for r in rs:
+            for k, m in enumerate(r.metrics):
+                if reused is not None:
+                    m["engine/spec/reused_tokens"] = reused(k)
+        return rs
+
+    unfinished = _run(2, {i: [1.0] * 4 for i in ids})
+    unfinished.summary = {}
+    for m in unfinished.metrics:
+        m["engine/spec/reused_tokens"] = 50.0  # an unfinished run's steps do not count
+    runs = {"grpo": runs_of(0.3, None), "idle": runs_of(0.9, lambda k: 0) + [unfinished],
+            "once": runs_of(0.9, lambda k: 7.0 if k == 3 else 0.0), "unlogged": runs_of(0.9, None)}
+    claim = {"metric": "accuracy", "direction": "higher", "claim": "faster at parity",
+             "active": "engine/spec/reused_tokens"}
+    rows = write_markdown(tmp_path / "b.md", runs, "What ran.", {n: claim for n in ("idle", "once", "unlogged")})
+    assert rows["idle"]["significance"]["prompt_p"] < 0.05  # a real difference, and still not the mechanism's
+    assert rows["idle"]["verdict"] == "inactive" and rows["idle"]["activity"] == 0.0
+    # one step of ten in each of the two runs: 2 x 7 tokens over 20 steps
+    assert rows["once"]["verdict"] == "reproduced" and rows["once"]["activity"] == pytest.approx(2 * 7.0 / 20)
+    assert rows["unlogged"]["verdict"] == "not measured" and rows["unlogged"]["activity"] is None
+    text = (tmp_path / "b.md").read_text()
+    assert "| `engine/spec/reused_tokens` 0 | inactive |" in text
+    assert "`engine/spec/reused_tokens` not logged | not measured |" in text
+    assert claim_verdict(claim, {"prompt_diff": 0.2, "prompt_p": 0.001}, activity=0.0) == "inactive"
+    assert claim_verdict(claim, {"prompt_diff": 0.2, "prompt_p": 0.001}, activity=None) == "not measured"
+    assert claim_verdict(claim, {"prompt_diff": -0.2, "prompt_p": 0.001}, activity=1e-9) == "reversed"
+
+
+def test_claims_file_rejects_a_mechanism_metric_that_is_not_a_name(tmp_path):
+    from rlvr.compare.markdown import read_claims
+
+    f = tmp_path / "claims.yaml"
+    f.write_text(yaml.safe_dump({"spec": {"metric": "accuracy", "direction": "higher", "active": ["x"]}}))
+    with pytest.raises(ValueError, match="active: TRAINING_METRIC"):
+        read_claims(f)
+    f.write_text(yaml.safe_dump({"spec": {"metric": "accuracy", "direction": "higher", "active": "engine/x"}}))
+    assert read_claims(f)["spec"]["active"] == "engine/x"

@@ -9,7 +9,11 @@ length and truncation rate over steps, means over seeds) go to ``PATH`` with ``.
 With ``claims`` (method -> ``{metric, direction, claim}``), each method gets a verdict on the direction its
 paper claims against the baseline: **reproduced** (the difference has the claimed sign and the paired test
 over held-out prompts gives p < 0.05), **reversed** (the opposite sign, p < 0.05) or **not reproduced** (no
-significant difference). ``metric`` is a held-out metric with a per-prompt column (``accuracy``,
+significant difference), or **inactive** when the claim names the training metric that shows its mechanism
+acting (``active: METRIC``, e.g. the tokens a speculative rollout reused) and that metric was 0 at every step
+of every finished run: the method's numbers then measure the rest of its recipe, not its mechanism (a
+metric that no run logged gives "not measured", so a misspelt name cannot pass for an idle mechanism).
+``metric`` is a held-out metric with a per-prompt column (``accuracy``,
 ``greedy_accuracy``, ``pass@k``) or ``mean_length`` (each prompt's mean completion length); ``direction`` is
 ``higher`` or ``lower``. The test is the one of :func:`rlvr.compare.aggregate.significance`: over prompts,
 seed-averaged, sign-flip permutation, two-sided; the seed-paired test is shown beside it (with 3 seeds its
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     from rlvr.config.run import RunConfig
 
 __all__ = ["write_markdown", "write_page", "read_claims", "setup_text", "claim_verdict", "length_significance",
-           "DIRECTIONS"]
+           "mechanism_activity", "DIRECTIONS"]
 
 DIRECTIONS = ("higher", "lower")
 
@@ -67,10 +71,25 @@ def length_significance(base: list[RunData], other: list[RunData]) -> dict[str, 
             "prompt_diff_ci95": list(bootstrap_diff_ci(diffs)), "prompt_p": sign_flip_test(diffs), "prompts": len(ids)}
 
 
-def claim_verdict(claim: dict[str, Any] | None, test: dict[str, Any], alpha: float = 0.05) -> str:
-    """reproduced / reversed / not reproduced for ``claim`` given the paired test ``test`` of its metric."""
+def mechanism_activity(runs: list[RunData], metric: str) -> float | None:
+    """The mean per training step of ``metric`` over the finished runs; None when no finished run logged it."""
+    vals = [float(m[metric]) for r in runs if r.summary for m in r.metrics
+            if isinstance(m.get(metric), (int, float)) and not isinstance(m.get(metric), bool)]
+    return float(np.mean(vals)) if vals else None
+
+
+def claim_verdict(claim: dict[str, Any] | None, test: dict[str, Any], alpha: float = 0.05,
+                  activity: float | None = None) -> str:
+    """reproduced / reversed / not reproduced for ``claim`` given the paired test ``test`` of its metric;
+    with ``claim["active"]`` (a training metric), ``activity`` is that metric's mean per step
+    (:func:`mechanism_activity`): 0 gives inactive, None (never logged) not measured."""
     if not claim:
         return "–"
+    if claim.get("active"):
+        if activity is None:
+            return "not measured"
+        if activity == 0:
+            return "inactive"
     if not test or math.isnan(test.get("prompt_p", math.nan)):
         return "not measured"
     if claim["direction"] not in DIRECTIONS:
@@ -142,12 +161,13 @@ def write_markdown(path: str | Path, runs: dict[str, list[RunData]], setup: str,
         sig = significance(runs[base], runs[name]) if name != base else {}
         claim = claims.get(name)
         test = _claim_test(runs[base], runs[name], claim["metric"], sig) if claim and name != base else {}
-        verdict = claim_verdict(claim, test) if claim else "–"
+        activity = mechanism_activity(runs[name], claim["active"]) if claim and claim.get("active") else None
+        verdict = claim_verdict(claim, test, activity=activity) if claim else "–"
         acc_ci = ci.get("accuracy")
         row = {"seeds": fin.get("seeds", []), "accuracy": mean.get("accuracy"), "accuracy_ci95": acc_ci,
                "pass": (ks[-1], mean[ks[-1]]) if ks else None, "greedy_accuracy": mean.get("greedy_accuracy"),
                "mean_length": mean.get("mean_length"), "significance": sig, "claim_test": test,
-               "verdict": verdict, "cost": cost}
+               "activity": activity, "verdict": verdict, "cost": cost}
         rows[name] = row
         delta = (f"{sig['prompt_diff']:+.3f} [{sig['prompt_diff_ci95'][0]:+.3f}, {sig['prompt_diff_ci95'][1]:+.3f}]"
                  if sig else "–")
@@ -163,16 +183,20 @@ def write_markdown(path: str | Path, runs: dict[str, list[RunData]], setup: str,
     _curves_png(runs, png)
     lines += ["", f"![learning curves]({png.name})", ""]
     if claims:
-        lines += ["## Claims", "", "| method | the paper's claim | metric | Δ vs baseline | p (prompts) | verdict |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["## Claims", "", "The mechanism column is the training metric that shows a method's mechanism "
+                  "acting, as its mean per step (where the claims file names one); 0 makes the verdict inactive.", "",
+                  "| method | the paper's claim | metric | Δ vs baseline | p (prompts) | mechanism | verdict |",
+                  "|---|---|---|---|---|---|---|"]
         for name in names:
             c = claims.get(name)
             if not c or name == base:
                 continue
-            t = rows[name]["claim_test"]
+            t, act = rows[name]["claim_test"], rows[name]["activity"]
+            mech = f"`{c['active']}` {act:,.4g}" if c.get("active") and act is not None else \
+                (f"`{c['active']}` not logged" if c.get("active") else "–")
             lines.append(f"| `{name}` | {c.get('claim', '')} | {c['metric']} {c['direction']} | "
                          f"{_f(t.get('prompt_diff'), 3) if t else '–'} | {_p(t.get('prompt_p')) if t else '–'} | "
-                         f"{rows[name]['verdict']} |")
+                         f"{mech} | {rows[name]['verdict']} |")
         lines.append("")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -180,16 +204,18 @@ def write_markdown(path: str | Path, runs: dict[str, list[RunData]], setup: str,
 
 
 def read_claims(path: str | Path) -> dict:
-    """A claims file: ``method: {metric, direction: higher|lower, claim: text}`` per method, checked."""
+    """A claims file: ``method: {metric, direction: higher|lower, claim: text, active: TRAINING_METRIC}`` per
+    method (``active`` optional), checked."""
     from rlvr.core import yaml_io
 
     raw = yaml_io.load(Path(path).read_text()) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of method -> {{metric, direction, claim}}")
     for name, c in raw.items():
-        if not isinstance(c, dict) or "metric" not in c or c.get("direction") not in DIRECTIONS:
-            raise ValueError(f"{path}: {name}: expected {{metric: NAME, direction: higher|lower, claim: TEXT}}, "
-                             f"got {c!r}")
+        if not isinstance(c, dict) or "metric" not in c or c.get("direction") not in DIRECTIONS \
+                or not isinstance(c.get("active", ""), str):
+            raise ValueError(f"{path}: {name}: expected {{metric: NAME, direction: higher|lower, claim: TEXT}} "
+                             f"(and optionally active: TRAINING_METRIC), got {c!r}")
     return raw
 
 
