@@ -85,6 +85,79 @@ def test_wrong_incomplete_or_padded_chains_that_end_in_the_right_answer_score_0(
             assert V(ex, ";".join(steps + [answer + tail])).reward == 0.0, answer + tail
 
 
+_WORDS = {"+": " plus ", "-": " minus ", "*": " times ", "/": " divided by "}
+
+
+def _typeset(chain, rng):
+    """The same chain as a model writing LaTeX, Markdown or words might: operators as ``\\times``/``\\cdot``/
+    ``∗``/words, equations in ``$...$`` or spelled ``equals``, a word note inside an equation, the problem
+    restated with its result, and the answer boxed, emphasised, with thousands separators or a zero decimal."""
+    steps, answer = _steps(chain)
+    value = int(answer.split(":")[1])
+    out = []
+    for s in steps:
+        lhs, rhs = s.split("=")
+        style = rng.choice(["latex", "words", "unicode", "note"])
+        if style == "latex":
+            lhs = re.sub(r"\*", lambda _: rng.choice([r" \times ", r"\cdot ", r" \ast "]), lhs)
+            out.append(f"${lhs} = {rhs}$")
+        elif style == "words":
+            spelled = re.sub(r"[-+*/]", lambda m: _WORDS[m.group(0)], lhs)
+            out.append(spelled + rng.choice([" equals ", " is equal to "]) + rhs)
+        elif style == "unicode":
+            out.append(lhs.replace("*", rng.choice(["∗", "⋅", "✕"])) + "=" + rhs)
+        else:
+            out.append(f"{lhs} ({rng.choice(['carry', 'column', 'next step'])}) = {rhs}")
+    stated = rng.choice([f"\\boxed{{{value}}}", f"$\\boxed{{{value}}}$", f"**Answer:** {value}",
+                         f"Answer: **{value}**.", f"Answer: {value:,}", f"Answer: {value}.0",
+                         f"\\text{{Answer:}} {value}"])
+    text = rng.choice(["\n", "; ", ", then "]).join(out) + "\n" + stated
+    return text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_right_chains_typeset_in_latex_markdown_or_words_verify(seed):
+    rng = random.Random(300 + seed)
+    for ex in _problems(seed, n=90, min_digits=2, max_digits=7):
+        text = _typeset(exact_chain(ex.meta), rng)
+        assert V(ex, text).reward == 1.0, (ex.prompt, text, V(ex, text).info)
+        if ex.meta["family"] != "countdown":  # the problem restated with its result, before or after the chain
+            a, b = ex.meta["operands"]
+            op = "+" if ex.meta["family"] == "add" else "*"
+            restated = f"{b}{op}{a}={ex.answer}" if rng.random() < 0.5 else f"{a} {op} {b} = {ex.answer}"
+            for t in (restated + ". " + text, text.replace("\n", f"\nSo {restated}.\n", 1)):
+                assert V(ex, t).reward == 1.0, (ex.prompt, t, V(ex, t).info)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_new_layouts_open_no_door_to_a_wrong_chain(seed):
+    """What the typeset layouts read must still be checked: a false step in words or LaTeX, the problem restated
+    with a wrong result or in place of its steps, a boxed answer beside another one, a hedge in thousands
+    separators, a nonzero decimal, a note that hides a number."""
+    rng = random.Random(400 + seed)
+    for ex in _problems(seed, n=60, min_digits=2, max_digits=7):
+        steps, answer = _steps(exact_chain(ex.meta))
+        value = int(ex.answer)
+        lhs, rhs = steps[-1].split("=")
+        false_words = re.sub(r"[-+*/]", lambda m: _WORDS[m.group(0)], lhs) + f" equals {int(rhs) + 1}"
+        false_latex = lhs.replace("*", r" \times ") + f" = {int(rhs) + 1}"
+        for bad in (steps[:-1] + [false_words], steps[:-1] + [false_latex]):
+            assert V(ex, ";".join(bad + [answer])).reward == 0.0, bad
+        for stated in (f"\\boxed{{{value + 1}}}", f"\\boxed{{{value}}} Answer: {value + 1}",
+                       f"Answer: {value}, {value + 1}", f"Answer: {value}.5", f"**Answer:** {value} or {value + 1}",
+                       f"Answer: {value:,}{rng.randint(0, 9)}"):
+            t = ";".join(steps) + "\n" + stated
+            assert V(ex, t).reward == 0.0, t
+        if ex.meta["family"] != "countdown":
+            a, b = ex.meta["operands"]
+            op = "+" if ex.meta["family"] == "add" else "*"
+            assert V(ex, f"{a}{op}{b}={value}. Answer: {value}").reward == 0.0  # the restatement is no chain
+            assert V(ex, f"{a}{op}{b}={value + 1}. " + ";".join(steps) + ";" + answer).reward == 0.0
+            # a note with a number in it is not read past: "(carry 1)" inside an equation breaks it
+            broken = steps[:-1] + [lhs + " (carry 1) = " + rhs]
+            assert V(ex, ";".join(broken + [answer])).reward == 0.0
+
+
 def _other_paths(numbers, target):
     """Every path reaching the target with all or some numbers (brute force, small inputs)."""
     found = []

@@ -7,10 +7,16 @@ A completion is a chain of equations ending in an answer, e.g. for ``4738+2965=`
 It is read leniently in layout and strictly in content:
 
 - **layout**: equations anywhere in the text, in order, whatever separates them (``;``, new lines, prose such
-  as "write 3, carry 1"), either way round (``8+5=13`` or ``13=8+5``); spaces anywhere; ``×``, ``·``, ``x``
-  between digits, ``÷`` and Unicode minus signs are the ASCII operators; invisible characters are dropped;
-  the answer is the last ``Answer: N`` (or ``#### N``), alone on the rest of its line but for a full stop, and
-  two different stated answers give none ("Answer: 85 or 86", "Answer: 85; 86" give none);
+  as "write 3, carry 1", numbering, LaTeX ``$...$``), either way round (``8+5=13`` or ``13=8+5``); spaces
+  anywhere; ``×``, ``·``, ``∗``, ``⋅``, ``x`` between digits, LaTeX ``\times``, ``\cdot``, ``\ast``, ``\div``,
+  ``÷`` and Unicode minus signs are the ASCII operators, as are the words ``plus``, ``minus``, ``times``,
+  ``multiplied by``, ``divided by`` and ``equals`` (``is equal to``) between two numbers; a note in words in
+  parentheses inside an equation (``3+6+1 (carry) = 10``) is read past; invisible characters are dropped;
+  the problem's own equation restated (``4738+2965=7703``, true only with the right answer) is not a step;
+- **the answer** is the last ``Answer: N`` (``The answer is N``, ``#### N``, ``\boxed{N}``; Markdown emphasis
+  such as ``**Answer:** N`` and thousands separators ``7,703`` or a zero decimal ``7703.0`` are read), alone on
+  the rest of its line but for a full stop and closing marks, and two different stated answers give none
+  ("Answer: 85 or 86", "Answer: 85; 86", "Answer: 85, 86" give none);
 - **every equation must be true** (integers, ``+ - * /`` with the usual precedence; a division must be exact);
 - **the chain must be the problem's**: for the column families (``add``, ``mul``) the equations must be the
   column steps of the problem in order, each compared as the sum of its terms (``3+6+1=10`` and ``1+6+3=10``
@@ -40,24 +46,44 @@ __all__ = ["ChainVerifier", "read_chain", "column_steps", "canonical", "MAX_CHAR
 
 MAX_CHARS = 4000
 MAX_STEPS = 64
-_FOLD = str.maketrans({"×": "*", "·": "*", "∙": "*", "÷": "/", "−": "-", "–": "-", "—": "-", "＝": "=",
-                       "＋": "+", "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+_FOLD = str.maketrans({"×": "*", "·": "*", "∙": "*", "∗": "*", "⋅": "*", "✕": "*", "⨯": "*", "÷": "/", "∕": "/",
+                       "−": "-", "–": "-", "—": "-", "＝": "=", "＋": "+", "\u00a0": " ", "\u2009": " ",
+                       "\u202f": " "})
 _INT = r"-?\d{1,12}"
 _END = r"(?!\d|[.,]\d)"  # a number ends there (a full stop may follow; a decimal part may not)
 _EQ = re.compile(rf"(?<![\d.])({_INT}(?:\s*[-+*/]\s*{_INT}){{1,3}})\s*=\s*({_INT}){_END}")
 # the same equation the other way round, ``13 = 8+5``: a lone number, then the expression (not itself followed
 # by another ``=``); read only where no equation of the usual way round is
 _EQ_REVERSED = re.compile(rf"(?<![\d.+*/=-])({_INT})\s*=\s*({_INT}(?:\s*[-+*/]\s*{_INT}){{1,3}}){_END}(?!\s*=)")
-_ANSWER = re.compile(rf"(?:\banswer\b\s*(?:is\s*)?[:=]?|####)\s*({_INT}){_END}", re.IGNORECASE)
+_EMPH = r"[*_}]{0,3}"  # Markdown emphasis or a closing LaTeX brace around the answer's marker or number
+# the answer: digits, or thousands in groups of three (7,703), with an optional zero decimal (7703.0)
+_ANSWER = re.compile(rf"(?:\banswer\b{_EMPH}\s*(?:is\s*)?[:=]?{_EMPH}|####|\\boxed\s*\{{)\s*{_EMPH}\s*"
+                     rf"(-?(?:\d{{1,3}}(?:,\d{{3}})+|\d{{1,12}})(?:\.0+)?){_END}", re.IGNORECASE)
 _TIMES_X = re.compile(r"(?<=\d)\s*[xX]\s*(?=\d)")
+_LATEX_OPS = [(re.compile(r"\\(?:times|cdot|ast)(?![A-Za-z])"), "*"), (re.compile(r"\\div(?![A-Za-z])"), "/"),
+              (re.compile(r"\\[,;:! ]"), " ")]
+# operators in words, only between two numbers ("8 plus 5 equals 13")
+_WORD_OPS = [(re.compile(rf"(?<=\d)\s*\b{w}\b\s*(?=-?\d)", re.IGNORECASE), op) for w, op in (
+    ("plus", "+"), ("minus", "-"), ("times", "*"), ("multiplied by", "*"), ("divided by", "/"),
+    ("equals", "="), ("is equal to", "="))]
+_WORD_NOTE = re.compile(r"\([^\d()=\n]{1,40}\)")  # a parenthesised note with no number in it: "(carry)"
 
 
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
-_AFTER_ANSWER = re.compile(r"[ \t]*[.!]?[ \t]*(?:\n|$)")  # nothing but a full stop may follow the answer on its line
+# nothing but a full stop and closing marks (emphasis, a brace, LaTeX's $ or \] or \)) may follow the answer on its line
+_CLOSE = r"(?:[ \t*_}$]|\\[\])])*"
+_AFTER_ANSWER = re.compile(rf"{_CLOSE}[.!]?{_CLOSE}(?:\n|$)")
 
 
 def _fold(text: str) -> str:
-    return _TIMES_X.sub("*", text.translate(_INVISIBLE).translate(_FOLD))
+    text = text.translate(_INVISIBLE).translate(_FOLD)
+    for pattern, op in _LATEX_OPS + _WORD_OPS:
+        text = pattern.sub(op, text)
+    return _TIMES_X.sub("*", _WORD_NOTE.sub(" ", text))
+
+
+def _answer_int(text: str) -> int:
+    return int(text.split(".")[0].replace(",", ""))
 
 
 def _terms(expr: str) -> list[tuple[int, list[Fraction]]] | None:
@@ -125,7 +151,7 @@ def read_chain(text: str) -> tuple[list[tuple[str, int, bool]], int | None, str]
         return steps, None, "no answer"
     if any(not _AFTER_ANSWER.match(text, m.end()) for m in found):
         return steps, None, "more after the answer on its line (a hedge or a second answer)"
-    answers = [int(m.group(1)) for m in found]
+    answers = [_answer_int(m.group(1)) for m in found]
     if len(set(answers)) > 1:
         return steps, None, "several different answers"
     return steps, answers[-1], ""
@@ -197,9 +223,13 @@ class ChainVerifier(BaseVerifier):
         elif not why and answer != gold:
             why = "wrong answer"
         elif not why and family in ("add", "mul"):
-            want, _ = column_steps(family, meta["operands"])
+            want_steps, _ = column_steps(family, meta["operands"])
+            want = [canonical(e, r) for e, r in want_steps]
             got = [canonical(e, r) for e, r, _ in steps]
-            if got != [canonical(e, r) for e, r in want]:
+            a, b = meta["operands"]
+            whole = canonical(f"{a}{'+' if family == 'add' else '*'}{b}", gold)  # the problem restated
+            got = [g for g in got if g != whole or g in want]
+            if got != want:
                 why = ("steps missing" if len(got) < len(want) else "steps that are not the problem's column "
                        "steps" if len(got) == len(want) else "extra steps")
         elif not why and family == "countdown":
