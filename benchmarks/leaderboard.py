@@ -37,12 +37,12 @@ sys.path.insert(0, str(ROOT))
 BASELINES = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "ppo"]
 # seed methods whose mechanism acts on what long completions have: length (delta_l, balanced, luspo, lite_ppo),
 # token position and certainty (ucas, cepo, grpo_sg, rlrt, sspo), branching and shared prefixes (latr, rose,
-# spec_rl, arrol), partial solutions and steps (propa, scope_rl, grpo_vps); then a_grae, whose advantage shaping
-# acts at every step, because spec_rl's reuse needs a prompt to recur and a board run sees each prompt once
-# (its verdict says inactive). The other sequence-level objectives (dhpo, tpo, maspo) fit any completion length
-# and are left to ``--methods``: they would add 9 runs, about an hour
+# spec_rl, arrol), partial solutions and steps (propa, scope_rl, grpo_vps); then a_grae and tpo, which act at
+# every step, because two of those need a prompt to recur and a board run sees each prompt once: spec_rl's
+# reuse and scope_rl's scaffolds (their verdicts say inactive). The other sequence-level objectives (dhpo,
+# maspo) fit any completion length and are left to ``--methods``: they would add 6 runs, about 45 minutes
 METHODS = ["delta_l", "balanced", "luspo", "lite_ppo", "ucas", "cepo", "grpo_sg", "rlrt", "sspo", "latr", "rose",
-           "spec_rl", "arrol", "propa", "scope_rl", "grpo_vps", "a_grae"]
+           "spec_rl", "arrol", "propa", "scope_rl", "grpo_vps", "a_grae", "tpo"]
 HERE = ROOT / "benchmarks" / "leaderboard"
 
 
