@@ -96,16 +96,31 @@ ABOUT = ("What this budget can show, what it cannot, and why it is counted in RL
 
 
 def status_text(runs: dict, seeds: list[int]) -> str:
-    """How far the board is: finished runs per seed, and what a partial board's verdicts are worth."""
-    done = {s: sum(1 for rs in runs.values() for r in rs if r.seed == s and r.final is not None) for s in seeds}
+    """How far the board is: finished runs per seed, what a partial board's verdicts are worth, and how long the
+    rest takes at the finished runs' mean wall time (each method's own mean where it has finished runs, since
+    methods differ: a tree rollout takes several times GRPO's)."""
+    finished = [r for rs in runs.values() for r in rs if r.seed in seeds and r.final is not None]
+    done = {s: sum(1 for r in finished if r.seed == s) for s in seeds}
     total = len(runs) * len(seeds)
     n = sum(done.values())
     per_seed = ", ".join(f"seed {s}: {d} of {len(runs)}" for s, d in done.items())
     if n == total:
         return f"Status: complete, all {total} runs finished ({per_seed})."
-    return (f"Status: **in progress**, {n} of {total} runs finished ({per_seed}). Until every seed is in, a row "
+    text = (f"Status: **in progress**, {n} of {total} runs finished ({per_seed}). Until every seed is in, a row "
             "stands on the seeds it has: its interval and the p over prompts show evaluation noise only, not the "
             "spread between training runs, so verdicts are provisional.")
+    secs = [float(r.summary["rl_seconds"]) for r in finished if r.summary.get("rl_seconds")]
+    if secs:
+        overall = sum(secs) / len(secs)
+        left = 0.0
+        for rs in runs.values():
+            own = [float(r.summary["rl_seconds"]) for r in rs if r.seed in seeds and r.final is not None
+                   and r.summary.get("rl_seconds")]
+            left += (len(seeds) - sum(1 for r in rs if r.seed in seeds and r.final is not None)) * \
+                (sum(own) / len(own) if own else overall)
+        text += (f" The {total - n} runs left take about {left / 3600:.1f} hours at the wall time of the finished "
+                 f"runs (each method's mean, else {overall / 60:.1f} minutes, the mean of all).")
+    return text
 
 
 def compact(run_dir: Path, final_step: int) -> None:

@@ -97,3 +97,25 @@ def test_compact_keeps_the_scores_and_the_final_records(tmp_path):
     assert heldout_curve([r])[:2] == ([0, 2, 4], [0.25, 0.5, 0.75])
     after = final_metrics([r])
     assert after["mean"] == before["mean"] and after["ci95"] == before["ci95"] and after["mean"]["accuracy"] == 0.75
+
+
+def test_the_status_counts_runs_per_seed_and_estimates_the_rest_from_each_methods_own_time():
+    from rlvr.compare.aggregate import RunData
+
+    mod = _board_module()
+
+    def run(seed, secs, finished=True):
+        return RunData(seed, Path("."), 2, [], {2: {"accuracy": 0.5}} if finished else {},
+                       {"steps": 2, "rl_seconds": secs} if finished else {})
+
+    # grpo: 2 of 3 seeds at 300 s; rose: 1 of 3 at 1800 s; new: none yet (the mean of all finished runs, 800 s);
+    # an unfinished run counts as left
+    runs = {"grpo": [run(0, 300.0), run(1, 300.0)], "rose": [run(0, 1800.0), run(1, 0.0, finished=False)],
+            "new": []}
+    text = mod.status_text(runs, [0, 1, 2])
+    assert "3 of 9 runs finished (seed 0: 2 of 3, seed 1: 1 of 3, seed 2: 0 of 3)" in text
+    left = (1 * 300 + 2 * 1800 + 3 * 800) / 3600
+    assert f"The 6 runs left take about {left:.1f} hours" in text and "13.3 minutes, the mean of all" in text
+    complete = {"grpo": [run(s, 300.0) for s in (0, 1)], "rose": [run(s, 1800.0) for s in (0, 1)]}
+    assert mod.status_text(complete, [0, 1]) == "Status: complete, all 4 runs finished (seed 0: 2 of 2, seed 1: 2 of 2)."
+    assert "runs left" not in mod.status_text({"grpo": [], "rose": []}, [0])  # nothing finished: no estimate
