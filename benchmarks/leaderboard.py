@@ -95,6 +95,12 @@ ABOUT = ("What this budget can show, what it cannot, and why it is counted in RL
          "run's config, metrics, held-out evaluations and summary; `start.json`: the start each seed began from).")
 
 
+def page_of(out: Path) -> Path:
+    """The page of a board: docs/leaderboard.md for the kept board, ``OUT/leaderboard.md`` for any other."""
+    return ROOT / "docs" / "leaderboard.md" if Path(out).resolve() == (HERE / "board").resolve() \
+        else Path(out) / "leaderboard.md"
+
+
 def status_text(runs: dict, seeds: list[int]) -> str:
     """How far the board is: finished runs per seed, what a partial board's verdicts are worth, and how long the
     rest takes at the finished runs' mean wall time (each method's own mean where it has finished runs, since
@@ -142,10 +148,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=HERE / "board", help="the board's runs")
     ap.add_argument("--config", type=Path, default=HERE / "chains.yaml", help="the shared config")
     ap.add_argument("--claims", type=Path, default=HERE / "claims.yaml")
-    ap.add_argument("--page", type=Path, default=ROOT / "docs" / "leaderboard.md")
+    ap.add_argument("--page", type=Path, default=None,
+                    help="the page (default: docs/leaderboard.md for the kept board, OUT/leaderboard.md for another "
+                         "--out, so a part of the board rerun elsewhere does not overwrite the kept page)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="override for every run")
     ap.add_argument("--report-only", action="store_true", help="rewrite the page from the runs so far")
     args = ap.parse_args(argv)
+    args.page = args.page or page_of(args.out)
 
     from rlvr.compare import make_variants, rewrite_report, run_compare
     from rlvr.compare.markdown import read_claims, write_page

@@ -119,3 +119,11 @@ def test_the_status_counts_runs_per_seed_and_estimates_the_rest_from_each_method
     complete = {"grpo": [run(s, 300.0) for s in (0, 1)], "rose": [run(s, 1800.0) for s in (0, 1)]}
     assert mod.status_text(complete, [0, 1]) == "Status: complete, all 4 runs finished (seed 0: 2 of 2, seed 1: 2 of 2)."
     assert "runs left" not in mod.status_text({"grpo": [], "rose": []}, [0])  # nothing finished: no estimate
+
+
+def test_a_board_elsewhere_writes_its_own_page_not_the_kept_one(tmp_path, monkeypatch):
+    mod = _board_module()
+    assert mod.page_of(mod.HERE / "board") == ROOT / "docs" / "leaderboard.md"
+    monkeypatch.chdir(ROOT / "benchmarks")
+    assert mod.page_of(Path("leaderboard/board")) == ROOT / "docs" / "leaderboard.md"  # the same folder, relative
+    assert mod.page_of(tmp_path / "rerun") == tmp_path / "rerun" / "leaderboard.md"
