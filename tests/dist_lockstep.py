@@ -1,11 +1,14 @@
 """Under torchrun (2 ranks, gloo): no-grad passes on FSDP shards (rlvr.distributed.fsdp.lockstep_passes). Rank 0
 runs three forwards of different shapes, rank 1 one (and then none): every log-prob equals the unsharded
 model's; while the passes run, every decoder layer stays sharded between its forwards (a rank never holds the
-whole model); the shards are untouched afterwards and the update's forward still works.
+whole model); the shards are untouched afterwards and the update's forward still works. Then the reference
+(a frozen copy sharded like the policy, :meth:`World.shard_frozen`): a rank keeps about half of it, its passes
+run in a block of their own with the counts the other way round (rank 1 three, rank 0 one), every log-prob
+equals the unsharded model's, and its layers are shards again after the block.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 tests/dist_lockstep.py
 
-Prints ``ok RANK FORWARDS MAXDIFF`` for every rank (rank 0 prints).
+Prints ``ok RANK FORWARDS MAXDIFF REF_FORWARDS REF_MAXDIFF REF_HELD_FRACTION`` for every rank (rank 0 prints).
 """
 
 from __future__ import annotations
@@ -67,9 +70,21 @@ def main() -> None:
     logp, _ = wrapper(b)  # the update's forward and backward still run
     (-(logp * b.completion_mask).sum()).backward()
     assert all(p.grad is not None for p in wrapper.parameters() if p.requires_grad)
-    for rank, k, d in world.gather((world.rank, n, max(diffs))):
+
+    ref_root = world.shard_frozen(CompletionLogprobs(copy.deepcopy(plain).requires_grad_(False)), "cpu")
+    held = sum(p.to_local().numel() for p in ref_root.parameters()) / sum(p.numel() for p in ref_root.parameters())
+    ref_layers = [m for m in ref_root.model.modules() if type(m).__name__.startswith("FSDP")]
+    assert len(ref_layers) == 3 and not any(p.requires_grad for p in ref_root.parameters())
+    ref_diffs = []
+    with torch.no_grad(), world.passes(ref_root):
+        for b in batches(tok, 1 - world.rank):  # the other rank's batches: the counts the other way round
+            got, _ = completion_logprobs(ref_root.model, b)
+            want, _ = completion_logprobs(plain, b)
+            ref_diffs.append(float(((got - want) * b.completion_mask).abs().max()))
+    assert all(p.to_local().shape != p.shape for L in ref_layers for p in L.parameters())  # shards again
+    for rank, k, d, rk, rd, h in world.gather((world.rank, n, max(diffs), len(ref_diffs), max(ref_diffs), held)):
         if world.main:
-            print("ok", rank, k, f"{d:.3g}", flush=True)
+            print("ok", rank, k, f"{d:.3g}", rk, f"{rd:.3g}", f"{h:.3f}", flush=True)
     world.finish()
 
 

@@ -137,6 +137,22 @@ def test_fsdp_shards_weights_gradients_optimizer_but_not_activations():
     assert ddp["optimizer"].update == one["optimizer"].update
 
 
+def test_the_reference_is_sharded_under_fsdp_and_whole_under_ddp():
+    kl = ("algorithm.kl.coef=0.05", "rollout.prompts_per_step=8")
+    fsdp = _parts(plan_memory(_cfg("train.distributed.strategy=fsdp", *kl), world_size=4, device="cuda",
+                              prompt_tokens=16, shape=SHAPE))
+    ddp = _parts(plan_memory(_cfg("train.distributed.strategy=ddp", *kl), world_size=4, device="cuda",
+                             prompt_tokens=16, shape=SHAPE))
+    P = SHAPE.params
+    assert ddp["reference"].update == ddp["reference"].generation == ddp["reference"].during("passes") == P * 4
+    # FSDP: a quarter on each rank in every phase; its passes gather its own root and one layer after the policy's
+    # (the weights part counts one such set), so the passes hold its shards only
+    for phase in ("update", "generation", "passes"):
+        assert fsdp["reference"].during(phase) == P * 4 / 4
+    assert "1/4 sharded" in fsdp["reference"].note and "every rank" in ddp["reference"].note
+    assert "reference" not in _parts(plan_memory(_cfg(), device="cpu", prompt_tokens=16, shape=SHAPE))
+
+
 def test_auto_dtype_is_bfloat16_on_a_gpu_float32_on_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)

@@ -32,7 +32,8 @@ from typing import Any, Callable, Sequence
 from rlvr.algorithms.registry import EXTRAS
 from rlvr.registry import Registry
 
-__all__ = ["EXTRA_PRODUCERS", "SIDE_ROWS", "ExtraContext", "SideContext", "produces", "produce_extras"]
+__all__ = ["EXTRA_PRODUCERS", "SIDE_ROWS", "ExtraContext", "SideContext", "produces", "produce_extras",
+           "reference_extras"]
 
 EXTRA_PRODUCERS: Registry = Registry("extra producer")
 SIDE_ROWS: Registry = Registry("side rows")  # keyed by the loss-term trait that asks for them
@@ -78,9 +79,11 @@ class SideContext:
     memo: dict = field(default_factory=dict)  # what a builder keeps for the run (a file read once)
 
 
-def produces(*keys: str, also: Sequence[str] = ()) -> Callable:
+def produces(*keys: str, also: Sequence[str] = (), reference: bool = False) -> Callable:
     """Register the decorated function as the producer of ``keys`` (one pass yields them all); ``also``:
-    keys its pass can yield besides, when they are needed too (their own producer then does not run)."""
+    keys its pass can yield besides, when they are needed too (their own producer then does not run);
+    ``reference``: its pass runs the reference model (``ctx.ref_model``) and no policy forward, so under FSDP
+    it runs in a block of its own, on the reference's shards (:func:`reference_extras`)."""
     import sys
 
     unknown = [k for k in (*keys, *also) if k not in EXTRAS]
@@ -90,10 +93,16 @@ def produces(*keys: str, also: Sequence[str] = ()) -> Callable:
 
     def deco(fn: Callable) -> Callable:
         for key in keys:
-            EXTRA_PRODUCERS.register(key, provides=(*keys, *also), module=module)(fn)
+            EXTRA_PRODUCERS.register(key, provides=(*keys, *also), module=module,
+                                     traits=("reference",) if reference else ())(fn)
         return fn
 
     return deco
+
+
+def reference_extras(needs: frozenset[str]) -> frozenset[str]:
+    """The keys of ``needs`` whose producers run the reference model (``produces(..., reference=True)``)."""
+    return frozenset(k for k in needs if k in EXTRAS and "reference" in EXTRA_PRODUCERS.get(k).traits)
 
 
 def produce_extras(needs: frozenset[str], ctx: ExtraContext) -> dict[str, Any]:

@@ -262,6 +262,17 @@ class World:
                  else {"broadcast_buffers": False})  # buffers are never trained: no sync before each forward
         return DDP(model, device_ids=ids, process_group=self.group, **quiet)
 
+    def shard_frozen(self, wrapper: torch.nn.Module,
+                     device: torch.device | str | None = None) -> torch.nn.Module | None:
+        """FSDP: a frozen model's :class:`CompletionLogprobs` wrapper (the reference) sharded like the policy, in
+        place, so a rank keeps ``1 / world`` of it between steps; its forwards then run inside :meth:`passes`
+        (one decoder layer gathered at a time). None when the run is not sharded (the model stays whole)."""
+        if not self.sharded:
+            return None
+        from rlvr.distributed.fsdp import shard
+
+        return shard(wrapper, self.group, device=device, **self.fsdp)
+
     @contextlib.contextmanager
     def no_sync(self, module: torch.nn.Module, last: bool) -> Iterator[None]:
         """Accumulate gradients locally except on a rank's ``last`` backward of an optimizer step."""

@@ -90,7 +90,7 @@ def _old_logp(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor
     return {"old_logp": logprobs.batch_logprobs(ctx.model, ctx.batch, **pass_args(ctx.settings)).cpu()}
 
 
-@produces("ref_logp")
+@produces("ref_logp", reference=True)
 def _ref_logp(ctx: ExtraContext, keys: frozenset[str]) -> dict[str, torch.Tensor]:
     """The frozen reference's log-probs: one reference forward."""
     if ctx.ref_model is None:

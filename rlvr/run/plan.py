@@ -7,7 +7,8 @@ For a config and a world size, the plan counts the policy's parameters exactly (
                  trainer's model: hf, native; vLLM holds its own and receives shards in buckets)
     gradients    P_t b_w (FSDP: / N)                       P_t: trainable parameters (LoRA: the adapters)
     optimizer    2 P_t b_w for AdamW's moments (FSDP: / N)
-    reference    P b_w when a component reads the reference (a whole copy on every rank)
+    reference    P b_w when a component reads the reference (FSDP: / N, sharded like the policy; its passes run
+                 after the policy's, gathering its own embeddings, head and one layer at a time)
     critic       P b_w + 3 P_t b_w when algorithm.critic is set (a whole replica with its own AdamW)
     activations  the update's micro-batch (a minibatch's rows split over the ranks, at most
                  train.micro_batch_size, and train.micro_batch_tokens): T tokens (rows x (prompt + completion), the prompt once per group
@@ -178,7 +179,9 @@ def plan_memory(cfg: Any, world_size: int = 1, device: str | None = None, prompt
                           "backward"))
     out.parts.append(Part("optimizer", 2 * t * bw / shard, 2 * t * bw / shard, "AdamW's two moments"))
     if needs_reference(cfg):
-        out.parts.append(Part("reference", weights, weights, "a frozen copy (every rank)"))
+        out.parts.append(Part("reference", weights / shard, weights / shard,
+                              "a frozen copy" + (f", 1/{n} sharded, one layer at a time for its passes" if fsdp
+                                                 else " (every rank)")))
     if cfg.algorithm.critic.heads:
         critic = weights + 3 * t * bw
         out.parts.append(Part("critic", critic, weights + 2 * t * bw, "a replica with its own AdamW"))

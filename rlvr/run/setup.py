@@ -235,8 +235,9 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     side = model
     if world.sharded and (cfg.algorithm.critic.heads or cfg.algorithm.discriminator.enabled):
         side = whole if whole is not None else copy.deepcopy(model).to(device)
-    # before the optimizer; FSDP: sharded, then placed
+    # before the optimizer; FSDP: sharded, then placed (the reference too: a rank keeps its shards between steps)
     update_module = world.wrap(CompletionLogprobs(model), device) if world.distributed else None
+    ref_shards = world.shard_frozen(CompletionLogprobs(ref_model), device) if ref_model is not None else None
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
     opt, sched = _optimizer(cfg, model)
@@ -246,7 +247,7 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
     bind_task(engine, task)  # wrappers that score their own rollouts (rollout.strategy propa)
     c = Components(model=model, tokenizer=tok, task=task, engine=engine,
                       sampler=sampler, allocator=allocator, stats=stats,
-                      optimizer=opt, scheduler=sched, ref_model=ref_model, device=device,
+                      optimizer=opt, scheduler=sched, ref_model=ref_model, ref_shards=ref_shards, device=device,
                       kl=KLController(cfg.algorithm.kl, cfg.train.steps),
                       scorer=Scorer(task, cfg.scoring.workers, cfg.scoring.timeout_s, cfg.scoring.max_error_frac,
                                     pool=RayPool(cfg.rollout.ray.address) if cfg.scoring.backend == "ray" else None,

@@ -197,7 +197,8 @@ def _from_start(cfg: RunConfig, world: World, out: Path, model=None, tokenizer=N
         if world.main:
             p.model.save_pretrained(out / "reference", safe_serialization=True)
             save_tokenizer(p.tokenizer, out / "reference")
-        ref = copy.deepcopy(p.model).to(p.device).eval().requires_grad_(False)
+        ref = copy.deepcopy(p.model).eval().requires_grad_(False)  # (FSDP: sharded before it is placed)
+        ref = ref if world.sharded else ref.to(p.device)
     if cfg.model.lora.rank and world.main:  # the frozen base, once: checkpoints then hold the adapter only
         p.model.save_pretrained(out / "lora_base", safe_serialization=True)
         save_tokenizer(p.tokenizer, out / "lora_base")
@@ -261,7 +262,8 @@ def resume(path: str | Path, overrides: list[str] | None = None, task: Task | No
         ref = None
         if needs_reference(cfg):
             ref, _ = load_model(ModelConfig(path=str(run_dir / "reference"), dtype=cfg.model.dtype), device=p.device)
-            ref = ref.to(p.device).eval().requires_grad_(False)
+            ref = ref.eval().requires_grad_(False)  # (in host memory; FSDP shards it before it is placed)
+            ref = ref if world.sharded else ref.to(p.device)
         c = build_components(cfg, p.model, p.tokenizer, p.task, p.device, ref, world)
         state = load_checkpoint(ckpt, c.optimizer, c.scheduler, sharded_loader(c))
         load_state(c, state)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from rlvr.algorithms.extra_producers import SIDE_ROWS, ExtraContext, SideContext, produce_extras
+from rlvr.algorithms.extra_producers import SIDE_ROWS, ExtraContext, SideContext, produce_extras, reference_extras
 from rlvr.algorithms.grouping import group_constant
 from rlvr.algorithms.registry import (ADVANTAGE_TRANSFORMS, ADVANTAGES, MASK_TRANSFORMS, REWARD_TRANSFORMS,
                                      AdvantageInputs, MaskInputs, TransformInputs, call, token_advantages)
@@ -64,6 +64,7 @@ class Components:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler | None
     ref_model: torch.nn.Module | None = None  # the frozen reference, when a component reads it
+    ref_shards: torch.nn.Module | None = None  # FSDP: the reference's sharded root (its forwards run in lockstep)
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     kl: KLController | None = None  # the KL coefficient over steps; None: a constant kl.coef
     scorer: Scorer | None = None  # None: scores in line with task.score
@@ -187,17 +188,21 @@ def train_step(cfg: RunConfig, c: Components, step: int, ro: Rollouts, t0: float
 
     # the batch, on the device once, with the rows loss terms score beside it
     batch = build_batch(ro.completions, ro.rewards, c.tokenizer.pad_token_id).to(c.device)
-    batch = _with_side_rows(cfg, c, batch, ro, s, step)
+    with c.world.passes(c.ref_shards):  # (FSDP: builders that score rows with the reference use its shards)
+        batch = _with_side_rows(cfg, c, batch, ro, s, step)
 
     # the extra tensors the step's components read, split by whole groups over the ranks, gathered on every rank
+    # (FSDP: on the shards, one decoder layer gathered at a time; the reference's passes in a block of their own)
     examples = [ro.requests[comp.group].example for comp in ro.completions]
     needs = step_needs(cfg, c, step)
+    on_ref = reference_extras(needs) if c.ref_shards is not None else frozenset()
     extras = {}
-    if needs:  # (FSDP: on the shards, one decoder layer gathered at a time)
-        extras = c.world.gather_rows(batch.size, batch.group_index, lambda rows: compute_extras(
-            needs, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
-            [examples[i] for i in rows.tolist()], cfg.algorithm), sharded=c.update_module)
-        extras = {k: v.to(c.device) for k, v in extras.items()}
+    for keys, sharded in ((needs - on_ref, c.update_module), (on_ref, c.ref_shards)):
+        if keys:
+            extras |= c.world.gather_rows(batch.size, batch.group_index, lambda rows, keys=keys: compute_extras(
+                keys, c, batch.select(rows), s, [ro.completions[i] for i in rows.tolist()],
+                [examples[i] for i in rows.tolist()], cfg.algorithm), sharded=sharded)
+    extras = {k: v.to(c.device) for k, v in extras.items()}
     old = extras.pop("old_logp", None)
     if cfg.algorithm.old_logp == "behaviour":
         if batch.behaviour_logp is None:
