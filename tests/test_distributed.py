@@ -374,12 +374,13 @@ def test_a_discriminator_trains_alike_on_two_ranks(tmp_path, strategy):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "fsdp+lora"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "fsdp+lora", "fsdp+kl"])
 def test_two_rank_resume_equals_uninterrupted(tmp_path, strategy):
     full = tmp_path / "a" / "run"
-    lora = ["--set", "model.lora.rank=4"] if strategy.endswith("+lora") else []
-    strategy = strategy.removesuffix("+lora")
-    ok(run(full, 2, "--set", f"train.distributed.strategy={strategy}", *lora))
+    strategy, *extra = strategy.split("+")  # lora: adapters; kl: a reference, reloaded and sharded on resume
+    sets = {"lora": ["--set", "model.lora.rank=4"], "kl": ["--set", "algorithm.kl.coef=0.05"]}
+    extra = [x for e in extra for x in sets[e]]
+    ok(run(full, 2, "--set", f"train.distributed.strategy={strategy}", *extra))
     if strategy == "fsdp":  # the optimizer state is sharded: one DCP file per rank, no safetensors copy
         ckpt = full / "checkpoints" / "step_000002"
         assert len(list((ckpt / "optimizer_dcp").glob("*.distcp"))) == 2
