@@ -151,3 +151,24 @@ def test_claims_file_rejects_a_mechanism_metric_that_is_not_a_name(tmp_path):
         read_claims(f)
     f.write_text(yaml.safe_dump({"spec": {"metric": "accuracy", "direction": "higher", "active": "engine/x"}}))
     assert read_claims(f)["spec"]["active"] == "engine/x"
+
+
+def test_a_method_missing_a_seed_is_compared_on_the_seeds_it_has():
+    """An unfinished board: the baseline has seeds 0 and 1, a method seed 0 alone. Its difference is against the
+    baseline's seed 0, prompt by prompt, not against the baseline's two-seed average (whose seed 1 here is far
+    better); a method with no seed in common is compared with every finished run."""
+    from rlvr.compare.aggregate import significance
+
+    ids = [f"q{i}" for i in range(20)]
+    base = [_run(0, {i: [0.0, 0.0, 0.0, 1.0] for i in ids}), _run(1, {i: [1.0, 1.0, 1.0, 1.0] for i in ids})]
+    other = [_run(0, {i: [0.0, 0.0, 1.0, 1.0] for i in ids})]
+    s = significance(base, other)
+    assert s["seeds"] == [0] and s["prompt_diff"] == pytest.approx(0.25) and s["diff"] == pytest.approx(0.25)
+    assert s["paired_seeds"] == 1
+    lengths = {i: [10, 10, 10, 10] for i in ids}
+    base_len = [_run(0, {i: [0.0] * 4 for i in ids}, lengths), _run(1, {i: [0.0] * 4 for i in ids},
+                                                                     {i: [30] * 4 for i in ids})]
+    assert length_significance(base_len, [_run(0, {i: [0.0] * 4 for i in ids}, {i: [7] * 4 for i in ids})]) \
+        ["prompt_diff"] == pytest.approx(-3.0)  # against seed 0's 10, not the two seeds' 20
+    apart = significance(base[:1], [_run(2, {i: [1.0] * 4 for i in ids})])
+    assert apart["seeds"] == [] and apart["prompt_diff"] == pytest.approx(0.75) and apart["paired_seeds"] == 0

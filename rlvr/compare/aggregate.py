@@ -23,7 +23,7 @@ from rlvr.eval.output import ordered_metrics
 from rlvr.eval.significance import bootstrap_diff_ci, min_attainable_p, sign_flip_test
 from rlvr.report.run import load_evals, run_tokens
 
-__all__ = ["RunData", "load_run", "curve", "heldout_curve", "final_metrics", "significance", "costs"]
+__all__ = ["RunData", "load_run", "curve", "heldout_curve", "final_metrics", "significance", "on_common_seeds", "costs"]
 
 
 @dataclass
@@ -113,10 +113,23 @@ def final_metrics(runs: list[RunData]) -> dict[str, Any]:
     return out
 
 
-def significance(base: list[RunData], other: list[RunData], metric: str = "accuracy") -> dict[str, Any]:
-    """``other`` minus ``base`` on ``metric``: paired over prompts (seed-averaged) and paired over seeds."""
+def on_common_seeds(base: list[RunData], other: list[RunData]) -> tuple[list[RunData], list[RunData], list[int]]:
+    """The finished runs of ``base`` and ``other`` on the seeds both have finished, and those seeds; with no
+    seed in common, every finished run of each and no seeds."""
     b = [r for r in base if r.final is not None]
     o = [r for r in other if r.final is not None]
+    common = sorted({r.seed for r in b} & {r.seed for r in o})
+    if common:
+        b, o = [r for r in b if r.seed in common], [r for r in o if r.seed in common]
+    return b, o, common
+
+
+def significance(base: list[RunData], other: list[RunData], metric: str = "accuracy") -> dict[str, Any]:
+    """``other`` minus ``base`` on ``metric``: paired over prompts (seed-averaged) and paired over seeds. Only
+    the seeds both have finished are compared (``seeds``), so a method missing a seed (an unfinished board, a
+    failed run) is set against the baseline's runs of its own seeds, not against the average of others; with
+    no seed in common, every finished run is (``seeds`` empty)."""
+    b, o, common = on_common_seeds(base, other)
     if not b or not o:
         return {}
     cb, co = _prompt_columns(b)[metric], _prompt_columns(o)[metric]
@@ -125,7 +138,8 @@ def significance(base: list[RunData], other: list[RunData], metric: str = "accur
     by_seed_b = {r.seed: r.final[metric] for r in b}
     seed_diffs = [r.final[metric] - by_seed_b[r.seed] for r in o if r.seed in by_seed_b]
     return {
-        "metric": metric, "diff": float(np.mean([r.final[metric] for r in o]) - np.mean([r.final[metric] for r in b])),
+        "metric": metric, "seeds": common,
+        "diff": float(np.mean([r.final[metric] for r in o]) - np.mean([r.final[metric] for r in b])),
         "prompts": len(ids), "prompt_diff": float(np.mean(diffs)) if diffs else float("nan"),
         "prompt_diff_ci95": list(bootstrap_diff_ci(diffs)), "prompt_p": sign_flip_test(diffs),
         "paired_seeds": len(seed_diffs), "seed_p": sign_flip_test(seed_diffs) if seed_diffs else float("nan"),

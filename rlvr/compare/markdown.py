@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from rlvr.compare.aggregate import RunData, costs, curve, final_metrics, heldout_curve, significance
+from rlvr.compare.aggregate import RunData, costs, curve, final_metrics, heldout_curve, on_common_seeds, significance
 from rlvr.eval.significance import bootstrap_diff_ci, sign_flip_test
 
 if TYPE_CHECKING:
@@ -53,7 +53,9 @@ def _p(p: Any) -> str:
 
 def length_significance(base: list[RunData], other: list[RunData]) -> dict[str, Any]:
     """``other`` minus ``base`` on each held-out prompt's mean completion length (seed-averaged), paired over
-    prompts, as :func:`significance` does for accuracy."""
+    prompts, as :func:`significance` does for accuracy (on the seeds both have finished)."""
+    base, other, _ = on_common_seeds(base, other)
+
     def cols(runs: list[RunData]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         for r in runs:
