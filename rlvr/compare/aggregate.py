@@ -23,7 +23,8 @@ from rlvr.eval.output import ordered_metrics
 from rlvr.eval.significance import bootstrap_diff_ci, min_attainable_p, sign_flip_test
 from rlvr.report.run import load_evals, run_tokens
 
-__all__ = ["RunData", "load_run", "curve", "heldout_curve", "final_metrics", "significance", "on_common_seeds", "costs"]
+__all__ = ["RunData", "load_run", "curve", "heldout_curve", "final_metrics", "significance", "on_common_seeds",
+           "costs"]
 
 
 @dataclass

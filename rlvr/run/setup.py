@@ -237,7 +237,8 @@ def build_components(cfg: RunConfig, model, tok, task: Task, device: torch.devic
         side = whole if whole is not None else copy.deepcopy(model).to(device)
     # before the optimizer; FSDP: sharded, then placed (the reference too: a rank keeps its shards between steps)
     update_module = world.wrap(CompletionLogprobs(model), device) if world.distributed else None
-    ref_shards = world.shard_frozen(CompletionLogprobs(ref_model), device) if ref_model is not None else None
+    ref_shards = world.shard_frozen(CompletionLogprobs(ref_model), device) \
+        if ref_model is not None and world.sharded else None
     engine = build_engine(cfg, model, tok, cfg.rollout.batch_size, training=True)
     check_image_support(engine, task)
     opt, sched = _optimizer(cfg, model)
