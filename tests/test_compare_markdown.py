@@ -172,3 +172,22 @@ def test_a_method_missing_a_seed_is_compared_on_the_seeds_it_has():
         ["prompt_diff"] == pytest.approx(-3.0)  # against seed 0's 10, not the two seeds' 20
     apart = significance(base[:1], [_run(2, {i: [1.0] * 4 for i in ids})])
     assert apart["seeds"] == [] and apart["prompt_diff"] == pytest.approx(0.75) and apart["paired_seeds"] == 0
+
+
+def test_the_time_column_is_rl_time_and_not_charged_with_the_shared_start(tmp_path):
+    """A shared start is built by whichever run comes first on a machine; counting its warm-up in that run's
+    method would make the method look slow for a cost no method has. The column is RL seconds per run."""
+    ids = [f"q{i}" for i in range(10)]
+    runs = {"grpo": [_run(s, {i: [1.0, 0.0] for i in ids}) for s in (0, 1)],
+            "other": [_run(s, {i: [1.0, 1.0] for i in ids}) for s in (0, 1)]}
+    # seed 1 of `other` built the shared start (1,000 s of warm-up) and ran RL for 30 s; seed 0 reused it
+    runs["other"][0].summary.update(rl_seconds=10.0, sft_seconds=1000.0, sft_start={"reused": True})
+    runs["other"][1].summary.update(rl_seconds=30.0, sft_seconds=1000.0, sft_start={"reused": False})
+    page = tmp_path / "board.md"
+    rows = write_markdown(page, runs, "What ran.", {}, None, "Board")
+    head, _, *table = [line for line in page.read_text().splitlines() if line.startswith("|")]
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    at = cols.index("RL s/run")
+    cells = {row.split("|")[1].strip(): [c.strip() for c in row.strip("|").split("|")][at] for row in table}
+    assert cells == {"`grpo`": "2", "`other`": "20"}
+    assert rows["other"]["cost"]["seconds_per_run"] == pytest.approx((10.0 + 1030.0) / 2)  # the full cost stays in the record

@@ -2,7 +2,8 @@
 
 What a paper's results table or a leaderboard needs, from the runs ``rlvr compare`` made: per method the final
 held-out accuracy (avg@k) with its 95% interval, the largest pass@k, greedy accuracy, the mean completion
-length, tokens generated and wall time per run, and the paired difference from the baseline (the first
+length, tokens generated and RL wall time per run (a shared start's warm-up is left out: it is paid once, by
+whichever run built it, and is no method's cost), and the paired difference from the baseline (the first
 method) with its p-values (:mod:`rlvr.compare.aggregate`). Learning curves (held-out accuracy, completion
 length and truncation rate over steps, means over seeds) go to ``PATH`` with ``.png`` instead of ``.md``.
 
@@ -153,7 +154,7 @@ def write_markdown(path: str | Path, runs: dict[str, list[RunData]], setup: str,
                   "", "```bash", command, "```", ""]
     lines += [setup, ""]
     head = ["method", "seeds", "avg@k [95% CI]", "pass@k", "greedy", "length", f"Δ vs {base} [95% CI]",
-            "p (prompts)", "p (seeds)", "tokens/run", "wall s/run", "claim", "verdict"]
+            "p (prompts)", "p (seeds)", "tokens/run", "RL s/run", "claim", "verdict"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in names:
         fin = final_metrics(runs[name])
@@ -178,7 +179,7 @@ def write_markdown(path: str | Path, runs: dict[str, list[RunData]], setup: str,
                  f"{row['pass'][0]} {_f(row['pass'][1])}" if row["pass"] else "–", _f(row["greedy_accuracy"]),
                  _f(row["mean_length"], 1), delta, _p(sig.get("prompt_p")), _p(sig.get("seed_p")),
                  f"{cost['tokens_per_run']:,.0f}" if cost.get("runs") else "–",
-                 f"{cost['seconds_per_run']:,.0f}" if cost.get("runs") else "–",
+                 f"{cost['rl_seconds_per_run']:,.0f}" if cost.get("runs") else "–",
                  (f"{claim['metric']} {claim['direction']}" if claim else "–"), verdict]
         lines.append("| " + " | ".join(cells) + " |")
     png = path.with_suffix(".png")
