@@ -190,4 +190,5 @@ def test_the_time_column_is_rl_time_and_not_charged_with_the_shared_start(tmp_pa
     at = cols.index("RL s/run")
     cells = {row.split("|")[1].strip(): [c.strip() for c in row.strip("|").split("|")][at] for row in table}
     assert cells == {"`grpo`": "2", "`other`": "20"}
-    assert rows["other"]["cost"]["seconds_per_run"] == pytest.approx((10.0 + 1030.0) / 2)  # the full cost stays in the record
+    # the full cost, warm-up included, stays in the record
+    assert rows["other"]["cost"]["seconds_per_run"] == pytest.approx((10.0 + 1030.0) / 2)
